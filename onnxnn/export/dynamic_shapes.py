@@ -7,7 +7,9 @@ multiples of the sizes (``P + T``) or a multiple of a product of two (``B * T``)
 replaced by a small ``Shape -> Gather -> Mul -> Add -> Concat`` subgraph over the graph input, so the
 exported model runs at any size; a size used as a value (``y.sum(0) / y.shape[0]``) is that
 expression as a scalar of the constant's dtype, and a constant filled with one value over such a
-shape (``zeros_like(x)``, a graph output too) is that value expanded to it. Graph inputs and outputs
+shape (``zeros_like(x)``, a graph output too) is that value expanded to it; ``arange(T)`` and a causal
+mask are written as the ``Range`` and ``Where`` they follow (``_PATTERNS``), and ``topk(min(k, T))``'s
+``k`` as ``Min(k, T)`` (``_BOUNDED_BY_AXIS``). Graph inputs and outputs
 get symbolic dimensions. A tensor that follows an axis some other way (float arithmetic on a size, a
 pad to a multiple of 8) raises: written as traced, it would be wrong at other sizes.
 """
@@ -429,6 +431,10 @@ def _dynamic_constant(rewrite: _Rewrite, values: tuple, op_type: str, position: 
         return f"onnxnn::fill_{position}::expanded"
     if first.ndim <= 1 and len({value.shape for value in values}) == 1:
         return _sizes_as_values(rewrite, tuple(value.data for value in values), op_type)
+    for pattern in _PATTERNS:  # arange(T), a causal mask: each trace's constant, a formula of its sizes
+        computed = pattern(rewrite, tuple(value.data for value in values), op_type, position)
+        if computed is not None:
+            return computed
     # Written as it was traced, it would be silently wrong at every other size (an imported model's
     # Resize sizes from float arithmetic on its input's shape, say).
     raise RuntimeError(
@@ -437,6 +443,113 @@ def _dynamic_constant(rewrite: _Rewrite, values: tuple, op_type: str, position: 
         "every other size; export without that dynamic axis, or compute the tensor from the input's "
         "shape with integer arithmetic"
     )
+
+
+def _scalar(rewrite: _Rewrite, values, op_type: str) -> str:
+    """A scalar int64 that took ``values`` (one whole number per trace): a constant, or a fitted size."""
+    return _like(rewrite.prologue, _shape_expression(rewrite, [tuple(values)], op_type), np.zeros((), np.int64))
+
+
+def _constant(rewrite: _Rewrite, value: np.ndarray, name: str) -> str:
+    rewrite.initializers.append(numpy_helper.from_array(value, name))
+    return name
+
+
+def _progression(rewrite: _Rewrite, traced: tuple, op_type: str, position: int | str) -> str | None:
+    """``arange(T)`` positions (``pos_emb(arange(T))``): 1-D constants ``start + step * [0..n)`` with
+    one whole step in every trace, and a start and length fitted to the sizes (or the same in every
+    trace), written as ``Range(start, start + n * step, step)`` cast to the constant's dtype."""
+    if any(data.ndim != 1 or data.size == 0 or not _whole_numbers(data) for data in traced):
+        return None
+    steps = {int(data[1]) - int(data[0]) for data in traced if data.size > 1}
+    if len(steps) != 1 or 0 in steps:
+        return None
+    step = steps.pop()
+    starts = tuple(int(data[0]) for data in traced)
+    if not all(
+        np.array_equal(data, (start + step * np.arange(data.size)).astype(data.dtype))
+        for data, start in zip(traced, starts)
+    ):
+        return None
+    start = _scalar(rewrite, starts, op_type)
+    step_name = _constant(rewrite, np.array(step, np.int64), f"onnxnn::range_{position}::step")
+    length = _scalar(rewrite, tuple(data.size for data in traced), op_type)
+    span, limit, computed = (f"onnxnn::range_{position}::{part}" for part in ("span", "limit", "values"))
+    rewrite.prologue += [
+        helper.make_node("Mul", [length, step_name], [span]),
+        helper.make_node("Add", [start, span], [limit]),
+        helper.make_node("Range", [start, limit, step_name], [computed]),
+    ]
+    return _like(rewrite.prologue, computed, traced[0])
+
+
+def _triangle(rewrite: _Rewrite, traced: tuple, op_type: str, position: int | str) -> str | None:
+    """A causal mask (``generate_square_subsequent_mask(T)``, ``is_causal=True``): each trace's
+    constant is ``where(column - row >= d, a, b)``, with ``a`` and ``b`` the same in every trace and the
+    sizes and diagonal ``d`` fitted to the dynamic sizes; written as that ``Where`` over two ``Range``s."""
+    if any(data.ndim != 2 or data.size == 0 for data in traced):
+        return None
+    inside, outside = np.asarray(traced[0][0, -1]), np.asarray(traced[0][-1, 0])  # upper and lower corners
+    diagonals = []
+    for data in traced:
+        offsets = np.arange(data.shape[1])[None, :] - np.arange(data.shape[0])[:, None]
+        is_inside = _same_elements(data, inside)
+        if not is_inside.any() or is_inside.all():
+            return None
+        lowest = int(offsets[is_inside].min())
+        if not np.array_equal(is_inside, offsets >= lowest) or not np.all(_same_elements(data[~is_inside], outside)):
+            return None
+        diagonals.append(lowest)
+    rows = _scalar(rewrite, tuple(data.shape[0] for data in traced), op_type)
+    columns = _scalar(rewrite, tuple(data.shape[1] for data in traced), op_type)
+    diagonal = _scalar(rewrite, diagonals, op_type)
+    name = f"onnxnn::triangle_{position}"
+    zero = _constant(rewrite, np.array(0, np.int64), f"{name}::zero")
+    one = _constant(rewrite, np.array(1, np.int64), f"{name}::one")
+    row_axis = _constant(rewrite, np.array([1], np.int64), f"{name}::row_axis")
+    values = [_constant(rewrite, inside, f"{name}::inside"), _constant(rewrite, outside, f"{name}::outside")]
+    rewrite.prologue += [
+        helper.make_node("Range", [zero, rows, one], [f"{name}::rows"]),
+        helper.make_node("Unsqueeze", [f"{name}::rows", row_axis], [f"{name}::row_column"]),
+        helper.make_node("Range", [zero, columns, one], [f"{name}::columns"]),
+        helper.make_node("Sub", [f"{name}::columns", f"{name}::row_column"], [f"{name}::offsets"]),
+        helper.make_node("GreaterOrEqual", [f"{name}::offsets", diagonal], [f"{name}::is_inside"]),
+        helper.make_node("Where", [f"{name}::is_inside", *values], [f"{name}::matrix"]),
+    ]
+    return f"{name}::matrix"
+
+
+# The constants of several elements that follow the sizes as a formula of them, tried in turn.
+_PATTERNS = (_progression, _triangle)
+
+
+# The shape arguments that a size of the op's data input bounds, by (op, slot): the axis (from the
+# attributes) whose size bounds it. ``topk(min(k, T))`` takes ``k`` in every trace longer than ``k``:
+# written as traced, the graph fails below that length, where PyTorch returns the top ``T``.
+_BOUNDED_BY_AXIS = {("TopK", 1): lambda attributes: attributes.get("axis", -1)}
+
+
+def _bounded_by_axis(rewrite: _Rewrite, nodes: tuple, slot: int, values: tuple) -> str | None:
+    """``Min(k, size)`` for a shape argument that took ``min(k, size)`` in every trace (``k`` the
+    largest it took) where ``size``, the bounding axis's size (``_BOUNDED_BY_AXIS``), follows the
+    dynamic axes; None for any other argument (a plain size, ``topk(T)``, is fitted as one)."""
+    axis_of = _BOUNDED_BY_AXIS.get((nodes[0].op_type, slot))
+    if axis_of is None or any(value.data.size != 1 for value in values):
+        return None
+    axis = axis_of(nodes[0].attrs)
+    sizes = tuple(node.inputs[0].shape[axis % len(node.inputs[0].shape)] for node in nodes)
+    chosen = tuple(int(value.data.reshape(-1)[0]) for value in values)
+    bound = max(chosen)
+    if chosen == sizes or any(value != min(bound, size) for value, size in zip(chosen, sizes)):
+        return None
+    if len(set(sizes)) == 1 or _fit(sizes, rewrite.candidates) is None:
+        return None  # the axis does not follow the dynamic sizes (as a fit): k holds at every size
+    bounded = f"onnxnn::bounded_{nodes[0].op_type}_{len(rewrite.prologue)}"
+    rewrite.cache["bounded"] = True  # the sizes it decides are the same in every trace, not at run time
+    size = _shape_expression(rewrite, [sizes], nodes[0].op_type)
+    bound_name = _constant(rewrite, np.array([bound], np.int64), f"{bounded}::bound")
+    rewrite.prologue.append(helper.make_node("Min", [bound_name, size], [bounded]))
+    return _like(rewrite.prologue, bounded, values[0].data)
 
 
 def make_shapes_dynamic(
@@ -466,6 +579,10 @@ def make_shapes_dynamic(
             if values[0] is None or values[0].data is None or any(values[0] is arg for arg in trace.arg_values):
                 continue
             if values[0].static is not None:
+                bounded = _bounded_by_axis(rewrite, nodes, slot, values)
+                if bounded is not None:
+                    rewired[position, slot] = bounded
+                    continue
                 if all(value.static == values[0].static for value in values[1:]):
                     continue
                 if values[0].data.ndim > 1 or len({value.shape for value in values}) != 1:
@@ -513,6 +630,23 @@ def make_shapes_dynamic(
                 dims[axis].dim_param = named.get(axis, named.get(axis - len(dims)))
             elif len(set(sizes)) > 1:
                 dims[axis].dim_param = symbol_by_sizes.get(sizes, f"{graph_output.name}_dim_{axis}")
+    if "bounded" in rewrite.cache:
+        _declare_bounded_dims(proto)
+
+
+def _declare_bounded_dims(proto: onnx.ModelProto) -> None:
+    """Makes symbolic every output dim that ONNX shape inference cannot tell from the graph: a
+    ``topk(min(k, T))`` length is ``k`` in every trace, yet shorter below ``k``."""
+    unshaped = onnx.ModelProto()
+    unshaped.CopyFrom(proto)
+    for graph_output in unshaped.graph.output:
+        graph_output.type.tensor_type.ClearField("shape")
+    inferred = onnx.shape_inference.infer_shapes(unshaped).graph.output
+    for graph_output, inferred_output in zip(proto.graph.output, inferred):
+        known = inferred_output.type.tensor_type.shape.dim
+        for axis, dim in enumerate(graph_output.type.tensor_type.shape.dim):
+            if dim.HasField("dim_value") and (axis >= len(known) or not known[axis].HasField("dim_value")):
+                dim.dim_param = f"{graph_output.name}_dim_{axis}"
 
 
 def _drop_unused_initializers(proto: onnx.ModelProto) -> None:

@@ -43,6 +43,28 @@ def _causal_attention_over_a_cache(x, past):
     return scores.masked_fill(mask, float("-inf")).softmax(-1) @ keys
 
 
+class _LearnedPositions(nn.Module):
+    """GPT-2's positions: an embedding of ``arange(T)`` added to the input."""
+
+    def __init__(self):
+        super().__init__()
+        self.positions = nn.Embedding(64, 8)
+
+    def forward(self, x):
+        return x + self.positions(onnxnn.arange(x.size(1)))
+
+
+class _CausalEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+
+    def forward(self, x):
+        mask = nn.Transformer.generate_square_subsequent_mask(x.size(1))
+        return self.encoder(x, mask=mask, is_causal=True)
+
+
 def _run_at(session, names: list[str], shapes: tuple, seed: int) -> tuple[list, list]:
     rng = np.random.default_rng(seed)
     arrays = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
@@ -110,6 +132,88 @@ EXPORTED_RIGHT = [
     # Exp, a sum of 4 terms and log: about 8 roundings.
     ("logsumexp", lambda x: x.logsumexp(-1), ((2, 4),), {"x": {0: "b"}}, (((5, 4),), ((1, 4),)), 8),
     ("fill-with-nan", lambda x: x.masked_fill(x > 0, float("nan")), ((2, 4),), {"x": {0: "b"}}, (((5, 4),),), 0),
+    # arange(T) over a dynamic axis was refused; each is a Range over the axis's size now.
+    (
+        "positions-from-arange",
+        lambda x: x + onnxnn.arange(x.size(1)).view(1, -1, 1),
+        ((2, 3, 4),),
+        {"x": {0: "b", 1: "t"}},
+        (((1, 1, 4),), ((3, 9, 4),), ((17, 33, 4),)),
+        1,
+    ),
+    ("learned-positions", _LearnedPositions(), ((2, 3, 8),), {"x": {0: "b", 1: "t"}}, (((1, 1, 8),), ((4, 33, 8),)), 1),
+    (
+        "arange-with-a-start-and-a-step",
+        lambda x: x * onnxnn.arange(-1, 2 * x.size(0) - 1, 2, dtype=onnxnn.float32).unsqueeze(1),
+        ((3, 4),),
+        {"x": {0: "b"}},
+        (((1, 4),), ((2, 4),), ((17, 4),)),
+        1,
+    ),
+    (
+        "arange-over-a-cache",
+        lambda x, past: x + onnxnn.arange(past.size(1), past.size(1) + x.size(1)).view(1, -1, 1),
+        ((2, 3, 8), (2, 4, 8)),
+        _X_AND_PAST,
+        (((1, 2, 8), (1, 3, 8)), ((3, 1, 8), (3, 33, 8))),
+        1,
+    ),
+    # Causal masks of a dynamic length were refused (a 0/-inf triangle, "read by Add"). Attention over
+    # up to 33 keys of 4 or 8 features: the scores' sums, a softmax and the weighted sum.
+    (
+        "square-subsequent-mask",
+        lambda x: (x @ x.transpose(1, 2)) + nn.Transformer.generate_square_subsequent_mask(x.size(1)),
+        ((2, 3, 4),),
+        {"x": {0: "b", 1: "t"}},
+        (((1, 2, 4),), ((3, 9, 4),), ((2, 33, 4),)),
+        4,
+    ),
+    (
+        "attention-is-causal",
+        lambda x: F.scaled_dot_product_attention(x, x, x, is_causal=True),
+        ((2, 3, 4),),
+        {"x": {0: "b", 1: "t"}},
+        (((1, 2, 4),), ((3, 9, 4),), ((2, 33, 4),)),
+        4 + 3 * 33,
+    ),
+    # One layer: the projections' sums of 8 or 16 products, scores over 8 features, a softmax and a
+    # weighted sum over up to 33 keys, two layer norms over 8 features.
+    (
+        "encoder-is-causal",
+        _CausalEncoder(),
+        ((2, 3, 8),),
+        {"x": {0: "b", 1: "t"}},
+        (((1, 2, 8),), ((3, 9, 8),), ((2, 33, 8),)),
+        5 * 8 + 16 + 2 * 33 + 2 * 8,
+    ),
+    # topk(min(k, T)) took k in every trace (example T >= k) and failed below it in onnxruntime, or
+    # was refused (example T < k).
+    (
+        "topk-of-at-most-4-traced-longer",
+        lambda x: x.topk(min(4, x.size(1)), dim=1)[0],
+        ((2, 6, 3),),
+        {"x": {0: "b", 1: "t"}},
+        (((1, 1, 3),), ((3, 2, 3),), ((2, 33, 3),)),
+        0,
+    ),
+    (
+        "topk-of-at-most-4-traced-shorter",
+        lambda x: x.topk(min(4, x.size(1)), dim=1, largest=False)[1],
+        ((2, 3, 3),),
+        {"x": {0: "b", 1: "t"}},
+        (((1, 1, 3),), ((3, 4, 3),), ((2, 33, 3),)),
+        0,
+    ),
+    (
+        "attention-is-causal-over-a-cache",
+        lambda x, past: F.scaled_dot_product_attention(
+            x, onnxnn.cat([past, x], 1), onnxnn.cat([past, x], 1), is_causal=True
+        ),
+        ((2, 3, 8), (2, 4, 8)),
+        _X_AND_PAST,
+        (((1, 2, 8), (1, 3, 8)), ((3, 1, 8), (3, 33, 8))),
+        8 + 3 * 34,
+    ),
 ]
 
 
@@ -131,7 +235,7 @@ def test_an_export_with_dynamic_axes_is_right_at_other_sizes(
         expected = expected if isinstance(expected, tuple) else (expected,)
         assert len(results) == len(expected)
         for result, wanted in zip(results, expected):
-            wanted = wanted.numpy()
+            wanted = wanted.detach().numpy()
             assert result.shape == wanted.shape
             finite = wanted[np.isfinite(wanted)]
             bound = 2 * operations * 2.0**-24 * max(1.0, float(np.abs(finite).max(initial=0.0)))
