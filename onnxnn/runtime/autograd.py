@@ -443,6 +443,12 @@ class GradContext:
         if type(self.function.node) is ReleasedNode:
             raise RuntimeError(FREED_MESSAGE)
         value = self.function.outputs[index]  # type: ignore[index]  # not None: not released
+        written = written_output(value)
+        if written is not None:
+            raise modified_output_error(value, written, index, self.function.name())
+        trace = MODE.trace
+        if trace is not None:
+            trace.saved_reads.append((self.function, ~index))  # an output's read: a negative index
         if not self.create_graph:
             return _tensor.Tensor._from_value(value)
         self.read = _tensor.Tensor._from_value(value, self.function, index)
@@ -458,6 +464,34 @@ def _linked(gradient, read):
         return gradient
     nowhere = _tensor.Tensor._full((), False, _dtypes.bool, gradient.device)
     return _tensor.apply_op("Where", (nowhere, read.sum().to(gradient.dtype), gradient), None, None)
+
+
+def written_output(value):
+    """The tensor holding the saved output ``value`` if a write changed it in place since, else None.
+
+    Outputs keep no version of their own (a version per output would cost every recorded op): the
+    op's result tensor is the value's holder, and a write rebinds that tensor to a new value, bumping
+    its version from 0. A holder rebound without a write (``y.data = z``) keeps version 0 and passes,
+    as PyTorch's ``set_data`` does; so does a write through ``.data`` or ``detach()``, whose tensor
+    (the holder then, without history) shares the value, not the version.
+    """
+    holder = value.holder
+    tensor = None if holder is None else holder()
+    if tensor is None or tensor._value is value or tensor._grad_fn is None:
+        return None
+    counter = tensor._version_counter
+    return None if counter is None or counter.value == 0 else tensor
+
+
+def modified_output_error(value, tensor, index: int, saved_by: str) -> RuntimeError:
+    """PyTorch's error for the saved output ``value`` of ``saved_by`` that ``tensor`` wrote in place."""
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{value.dtype.name} {list(value.shape)}], which is output {index} of "
+        f"{saved_by.removesuffix('Backward0')}, is at version {tensor._version_counter.value}; expected an "
+        "earlier version instead. Hint: enable anomaly detection to find the operation that failed to compute "
+        "its gradient, with onnxnn.autograd.set_detect_anomaly(True)."
+    )
 
 
 def modified_in_place_error(value, saved: tuple, saved_by: str) -> RuntimeError:

@@ -22,7 +22,16 @@ from ..ir.mode import MODE
 from ..ir.registry import non_differentiable
 from .aliases import leave_group
 from .autocast_scope import autocast_arguments, outside_autocast  # noqa: F401  (imported from here across the package)
-from .views import detached_alias, forget_links, install_view_ops, is_contiguous, same_storage, share_storage
+from .views import (
+    VIEW_LINKS,
+    detached_alias,
+    forget_links,
+    install_view_ops,
+    is_contiguous,
+    same_storage,
+    share_storage,
+    view_root,
+)
 from .autograd import AccumulateGrad, Function, RemovableHandle, VersionCounter, _HookDict, add_hook, shown
 from .backward import run_backward
 from .depth import MAX_PENDING_DEPTH, after_recording
@@ -280,7 +289,11 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
     # ----------------------------------------------------------------- autograd
     @property
     def requires_grad(self) -> bool:
-        return self._requires_grad
+        if self._requires_grad:
+            return True
+        # A view follows its root's flag, as PyTorch's (``v = x[:2]; x.requires_grad_()``).
+        root = view_root(self, differentiable=True) if VIEW_LINKS else None
+        return root is not None and root._requires_grad
 
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
@@ -289,6 +302,15 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
             # attribute does not, as in PyTorch.
             raise RuntimeError("you can only change requires_grad flags of leaf variables.")
         self.requires_grad_(flag)
+
+    @property
+    def _base(self) -> "Tensor | None":
+        """The root tensor this view was made from (while it lives: onnxnn's links are weak), else None."""
+        return view_root(self) if VIEW_LINKS else None
+
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of a live tensor (``_base`` is not None)."""
+        return self._base is not None
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         """Sets whether autograd records operations on this (leaf) tensor; returns self."""

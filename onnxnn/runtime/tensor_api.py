@@ -17,7 +17,7 @@ from . import tensor as _tensor  # circular (Tensor subclasses TensorAPI): attri
 from ..ir.graph import hold
 from .aliases import leave_group
 from .autocast_scope import outside_autocast
-from .views import forget_links
+from .views import reshape_in_place
 
 if TYPE_CHECKING:
     # Type checkers see the methods attached below from the tables; at run time the base is object.
@@ -355,7 +355,7 @@ def _in_place_reshaping(name: str):
     def method(self, *args, **kwargs):
         result = getattr(self._alias(), name)(*args, **kwargs)
         leave_group(self)  # a new shape: PyTorch's tensors sharing the storage keep theirs
-        forget_links(self)
+        reshape_in_place(self, name, args, kwargs, result._value.shape)  # its views keep sharing it
         self._value = result._value
         hold(self._value, self)
         if result._grad_fn is not None:

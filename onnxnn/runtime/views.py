@@ -62,6 +62,8 @@ __all__ = [
     "check_view_write",
     "after_write",
     "forget_links",
+    "reshape_in_place",
+    "view_root",
     "share_storage",
     "same_storage",
     "detached_alias",
@@ -369,6 +371,7 @@ def viewing(name: str, method: Callable) -> Callable:
 
     view_method.__name__ = view_method.__qualname__ = getattr(method, "__name__", name)
     view_method.__doc__ = method.__doc__
+    view_method.__wrapped__ = method  # type: ignore[attr-defined]  # the op a recipe remakes a view with
     return view_method
 
 
@@ -419,6 +422,37 @@ def forget_links(tensor) -> None:
     entry = VIEWS_OF.pop(id(tensor), None)
     if entry is not None and entry() is tensor:
         _orphaned(entry)
+
+
+def reshape_in_place(tensor, name: str, args: tuple, kwargs: dict, shape: tuple) -> None:
+    """``tensor`` takes the new ``shape`` of the view op ``name`` in place (``x.t_()``, ``x.unsqueeze_(0)``):
+    it stays in its family as that op's view of its old self, as PyTorch's keeps its storage, so writes
+    through it and through its earlier views (or its base, for a view) keep reaching each other."""
+    twin, makes_view = VIEW_OPS[name]
+    link, entry = VIEW_LINKS.get(id(tensor)), VIEWS_OF.get(id(tensor))
+    viewed = makes_view is None or makes_view(*args, **kwargs)
+    if viewed and link is not None and link() is tensor:
+        family, detached, parent = link.base, link.detached, link  # a view: its root's, through one op more
+    elif viewed and entry is not None and entry() is tensor and entry.links:
+        del VIEWS_OF[id(tensor)]  # a base: the storage its views share stays theirs and its own
+        family, detached, parent = _orphaned(entry), False, None
+    else:
+        forget_links(tensor)  # nothing else shares its storage (the usual case)
+        return
+    method = getattr(type(tensor), name).__wrapped__
+    _link(tensor, family, detached, parent, (method, _read_now(args), kwargs, None, twin, shape))
+    if parent is not None and parent.no_grad:  # made under no_grad: its writes are still refused as such
+        VIEW_LINKS[id(tensor)].no_grad = True
+
+
+def view_root(tensor, differentiable: bool = False):
+    """PyTorch's ``_base``: the root the view ``tensor`` was made from, while both live (the links are
+    weak), else None. With ``differentiable``, None also for a view outside its root's autograd
+    (``.data`` or ``detach()`` of one)."""
+    link = VIEW_LINKS.get(id(tensor))
+    if link is None or differentiable and link.detached:
+        return None
+    return link.live_base(tensor)
 
 
 def share_storage(source, tensor) -> None:

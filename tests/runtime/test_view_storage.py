@@ -240,6 +240,67 @@ def _views_after_base_unsqueezed_in_place(T):
     return head
 
 
+def _base_transposed_in_place_then_written(T):
+    x = T.zeros(2, 3)
+    row = x[0]
+    x.t_()
+    x.add_(1.0)  # every element of the storage, row's included
+    x[1].fill_(5.0)  # the storage's column 1: row[1]
+    return row
+
+
+def _base_written_through_an_earlier_view_after_t_(T):
+    x = T.zeros(2, 3)
+    row = x[0]
+    x.t_()
+    row.fill_(5.0)
+    return x  # column 0 of the 3x2 tensor is the storage's row 0
+
+
+def _views_after_base_transposed_twice(T):
+    x = T.zeros(2, 3)
+    row = x[0]
+    x.t_()
+    x.transpose_(0, 1)  # its first shape again, on the same storage
+    x[0, 1:].fill_(6.0)
+    return T.cat([row, x.reshape(-1)])
+
+
+def _views_after_base_squeezed_in_place(T):
+    x = T.zeros(1, 3)
+    tail = x[0, 1:]
+    x.squeeze_(0)
+    x.fill_(2.0)
+    tail.mul_(4.0)
+    return T.cat([x, tail])
+
+
+def _view_transposed_in_place_writes_the_base(T):
+    x = T.zeros(2, 3)
+    block = x[:, :2]
+    block.t_()
+    block[0].fill_(7.0)  # the block's column 0 before t_(): x[:, 0]
+    return x
+
+
+def _view_transposed_in_place_follows_the_base(T):
+    x = T.arange(6.0).reshape(2, 3)
+    block = x[:, 1:]
+    block.t_()
+    x.mul_(10.0)
+    return block
+
+
+def _gradient_through_a_view_of_a_base_transposed_in_place(T):
+    weight = T.ones(2, 3, requires_grad=True)
+    y = weight * 1.0
+    row = y[0]
+    y.t_()
+    row.mul_(2.0)
+    (y * T.arange(6.0).reshape(3, 2)).sum().backward()
+    return weight.grad  # d/dw of sum(y * c) with y = w.t() and its storage row 0 doubled: 2 c.t()[0] there
+
+
 def _long_chain_of_views(T):
     first = T.arange(3000.0)[:]
     gc.collect()  # the arange is gone: its views are a family of their own
@@ -291,6 +352,21 @@ SCENARIOS = [
     ("gradient through a deleted base", _gradient_through_a_deleted_base, [0, 3, 1]),
     ("views after base.t_()", _views_after_base_transposed_in_place, [1, 0]),
     ("views after base.unsqueeze_()", _views_after_base_unsqueezed_in_place, [0, 4]),
+    ("base.t_() then written: earlier views follow", _base_transposed_in_place_then_written, [1, 5, 1]),
+    (
+        "base.t_(): an earlier view writes the base",
+        _base_written_through_an_earlier_view_after_t_,
+        [[5, 0], [5, 0], [5, 0]],
+    ),
+    ("base transposed twice in place", _views_after_base_transposed_twice, [0, 6, 6, 0, 6, 6, 0, 0, 0]),
+    ("views after base.squeeze_()", _views_after_base_squeezed_in_place, [2, 8, 8, 8, 8]),
+    ("a view's t_() writes the base", _view_transposed_in_place_writes_the_base, [[7, 0, 0], [7, 0, 0]]),
+    ("a view's t_() follows the base", _view_transposed_in_place_follows_the_base, [[10, 40], [20, 50]]),
+    (
+        "gradient through a view of a base after t_()",
+        _gradient_through_a_view_of_a_base_transposed_in_place,
+        [[0, 4, 8], [1, 3, 5]],
+    ),
     ("a chain of 2500 views of a collected base", _long_chain_of_views, [2498, 2499, -1, -1]),
     ("0-d index tensor read once", _index_tensor_read_once, [99, 99, 102, 103, 104, 105, 99, 99]),
     ("narrow start tensor read once", _narrow_start_tensor_read_once, [[-1, -1, 2], [-1, -1, 5]]),
@@ -316,3 +392,62 @@ def test_a_buffer_of_a_view_writes_the_base():
     buffer = nn.Buffer(x[1])
     buffer.fill_(6.0)
     np.testing.assert_array_equal(x.numpy(), [[0, 0, 0], [6, 6, 6]])
+
+
+# View attributes: PyTorch's ``_base`` is the root a view was made from (None for a tensor that is no
+# view), ``_is_view()`` says whether it has one, and a view follows its root's ``requires_grad`` set
+# after the view was made.
+def _view_attributes(T):
+    x = T.zeros(2, 3)
+    row = x[0]
+    element = row[1:]  # a view of a view: of the root
+    y = x * 1
+    z = T.zeros(2, 3)
+    z_row = z[0]
+    z.t_()  # a base that changes its shape in place is still no view
+    del z_row  # (its view lived through the t_())
+    return [
+        z.is_contiguous(),  # its storage is z_row's still, laid out as before
+        z._is_view(),
+        z._base is None,
+        row._base is x,
+        element._base is x,
+        row._is_view(),
+        x._base is None,
+        x._is_view(),
+        y._is_view(),
+        x.detach()[0]._base is not None,
+    ]
+
+
+def test_view_attributes_are_pytorchs():
+    assert _view_attributes(onnxnn) == [False, False, True, True, True, True, True, False, False, True]
+
+
+def test_view_attributes_expected_values_are_pytorchs():
+    torch = pytest.importorskip("torch")
+    assert _view_attributes(torch) == [False, False, True, True, True, True, True, False, False, True]
+
+
+def _requires_grad_after_the_view(T):
+    x = T.ones(3)
+    view, detached = x[:2], x[1:].detach()
+    with T.no_grad():
+        made_without_grad = x[:1]  # follows its root as well
+    x.requires_grad_()
+    return [
+        view.requires_grad,
+        view.is_leaf,
+        view.grad_fn is None,
+        detached.requires_grad,
+        made_without_grad.requires_grad,
+    ]
+
+
+def test_a_view_follows_its_roots_requires_grad():
+    assert _requires_grad_after_the_view(onnxnn) == [True, True, True, False, True]
+
+
+def test_requires_grad_after_the_view_expected_values_are_pytorchs():
+    torch = pytest.importorskip("torch")
+    assert _requires_grad_after_the_view(torch) == [True, True, True, False, True]

@@ -26,6 +26,7 @@ from ...ir.caches import register_cache
 from ...ir.graph import Value
 from ...ir.mode import MODE, RecordingTrace, traced
 from ...ir.plan import realize_together
+from ..autograd import written_output
 from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
 
 __all__ = ["backward", "clear_templates", "replay_info"]
@@ -359,9 +360,14 @@ class _Template:
         was saved (the general driver then raises PyTorch's error), and True once it has recorded
         the nodes and set each leaf's ``.grad``.
         """
-        namespace = dict(REPLAY_NAMESPACE, Tensor=Tensor, realize_together=realize_together)
+        namespace = dict(
+            REPLAY_NAMESPACE, Tensor=Tensor, realize_together=realize_together, written_output=written_output
+        )
         lines = ["def replay(order, root_gradient, retain_graph):"]
         for position, index in self.checks:
+            if index < 0:  # a saved output's read (``GradContext.output``), recorded as ``~index``
+                lines.append(f"    if written_output(order[{position}].outputs[{~index}]) is not None: return False")
+                continue
             lines.append(f"    saved = order[{position}]._saved_versions[{index}]")
             lines.append("    if saved is not None and saved[0].value != saved[1]: return False")
         for slot, value in enumerate(self.constants):
