@@ -12,7 +12,7 @@ import enum
 from typing import Any
 
 from .export.onnx_export import to_onnx
-from .ir.mode import MODE
+from .runtime.depth import exporting
 
 __all__ = ["export", "is_in_onnx_export", "TrainingMode"]
 
@@ -116,4 +116,4 @@ def _modes(model) -> list:
 
 def is_in_onnx_export() -> bool:
     """Whether an export is tracing the model now (``to_onnx`` is running its forward)."""
-    return MODE.grad.unbounded_depth > 0
+    return exporting()

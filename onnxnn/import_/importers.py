@@ -33,7 +33,7 @@ from ..ir.plan import realize_alongside
 from ..ir.random import Generator, bernoulli
 from ..ir.registry import importers
 from ..runtime.grad_mode import no_grad
-from ..runtime.internal import tensor_of, value_of
+from ..runtime.internal import exporting, tensor_of, value_of
 from ..runtime.tensor import Tensor, apply_op
 from .opsets import recorded_opset
 from .single_node import single_node_session
@@ -210,7 +210,7 @@ def Dropout(call: NodeCall, data, ratio=None, training_mode=None, *, seed=None):
         if call.num_outputs > 1:
             mask = constant_tensor(np.ones(tuple(data.shape), dtype=np.bool_))
         return (data, mask)
-    if MODE.grad.unbounded_depth and probability < 1.0:
+    if exporting() and probability < 1.0:
         # An export trace: a mask drawn now would be written into the file as a constant, the same on
         # every run; the node itself draws a new one on each (onnxruntime's ratio is below 1).
         return _exported_dropout(call, data, probability, seed)

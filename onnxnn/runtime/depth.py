@@ -14,7 +14,15 @@ from ..ir.graph import Node
 from ..ir.mode import MODE
 from .realization import realize
 
-__all__ = ["MAX_PENDING_DEPTH", "pending_depth", "refresh_depth", "bound_depth", "after_recording", "unbounded_depth"]
+__all__ = [
+    "MAX_PENDING_DEPTH",
+    "pending_depth",
+    "refresh_depth",
+    "bound_depth",
+    "after_recording",
+    "unbounded_depth",
+    "exporting",
+]
 
 MAX_PENDING_DEPTH = 600
 
@@ -117,3 +125,9 @@ class unbounded_depth:
 
     def __exit__(self, *exc_info) -> None:
         MODE.grad.unbounded_depth -= 1
+
+
+def exporting() -> bool:
+    """Whether an export is tracing now (inside ``unbounded_depth``): what it records goes into a file,
+    so a value drawn or read while tracing would be written as a constant of the example."""
+    return MODE.grad.unbounded_depth > 0

@@ -26,7 +26,7 @@ from .aliases import ALIAS_GROUPS
 from .views import VIEW_LINKS
 from .autograd import Function, VersionCounter
 from .backward import accumulates_into_every_leaf
-from .depth import after_recording
+from .depth import after_recording, exporting
 from .realization import data_of as _data_of_value, host_data as _host_data, realize, realize_step
 from .recording import record
 from .tensor import Tensor
@@ -49,6 +49,7 @@ __all__ = [
     "realize_step_values",
     "data_of",
     "known_data",
+    "exporting",
     "TensorState",
     "save_state",
     "restore_state",

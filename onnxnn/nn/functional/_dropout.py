@@ -1,7 +1,7 @@
 """Dropout: elementwise, channel-wise (dropout1d/2d/3d) and SELU's alpha dropout, masks from onnxnn's generator.
 
 The masks enter the graph as data, so a changing mask never changes the compiled graph. While
-``to_onnx`` traces a model (``MODE.grad.unbounded_depth``), a mask drawn now would be written into
+``to_onnx`` traces a model (``depth.exporting()``), a mask drawn now would be written into
 the file as a constant and every run of the file would drop the same elements; there dropout is
 recorded as ONNX's ``Dropout`` node with ``training_mode`` true, which draws a new mask on each run,
 as PyTorch's exporter writes it.
@@ -19,10 +19,9 @@ import warnings
 import numpy as np
 
 from ...ir import dtypes
-from ...ir.mode import MODE
 from ...runtime import ops as _ops
 from ...ir import random as _random
-from ...runtime.internal import apply_in_place, constant_tensor
+from ...runtime.internal import apply_in_place, constant_tensor, exporting
 from ...runtime.tensor import Tensor, apply_op
 
 __all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]
@@ -87,7 +86,7 @@ def _masked(input: Tensor, p: float, training: bool, inplace: bool, feature: boo
         raise RuntimeError(
             f"result type Float can't be cast to the desired output type {dtypes.scalar_type_name(input.dtype)}"
         )
-    if MODE.grad.unbounded_depth:
+    if exporting():
         return _apply(input, inplace, lambda x: _exported(x, p, feature, alpha))
     noise_shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature else tuple(input.shape)
     keep = _random.bernoulli(noise_shape, 1.0 - p).astype(np.float64)

@@ -13,8 +13,7 @@ from typing import Sequence
 
 from ...ir import dtypes
 from ...runtime import ops as _ops
-from ...ir.mode import MODE
-from ...runtime.internal import known_data
+from ...runtime.internal import exporting, known_data
 from ...runtime.tensor import Tensor
 from .. import functional as F
 from .container import ModuleList, Sequential
@@ -137,7 +136,7 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         # The head's entry for each row: the class itself in the shortlist, else its cluster's entry.
         head_index = _ops.where(_ops.lt(target, self.shortlist_size), target, 0)
         # (Not in an export's trace, whose graph must serve every target.)
-        known_target = None if MODE.grad.unbounded_depth else known_data(target)
+        known_target = None if exporting() else known_data(target)
         output = None
         for i, (low, high) in enumerate(zip(self.cutoffs[:-1], self.cutoffs[1:])):
             if known_target is not None and not ((known_target >= low) & (known_target < high)).any():
