@@ -53,21 +53,14 @@ from .runtime.creation import (
     full,
     full_like,
     linspace,
-    normal,
     ones,
     ones_like,
-    rand,
-    rand_like,
-    randint,
-    randint_like,
-    randn,
-    randn_like,
-    randperm,
     scalar_tensor,
     tensor,
     zeros,
     zeros_like,
 )
+from .runtime.random_creation import normal, rand, rand_like, randint, randint_like, randn, randn_like, randperm
 from .ir.device import device, get_default_device, set_default_device
 from .runtime.realization import get_executor, set_executor
 from .ir.dtypes import (

@@ -47,7 +47,8 @@ import numpy as np
 from ..autograd import Function, once_differentiable
 from ..ir import dtypes
 from ..runtime import ops as _ops
-from ..runtime.creation import rand, randn, tensor, zeros_like
+from ..runtime.creation import tensor, zeros_like
+from ..runtime.random_creation import rand, randn
 from ..runtime.tensor import Tensor
 
 __all__ = ["standard_gamma_log"]

@@ -7,7 +7,8 @@ import math
 from ..ir import dtypes
 from ..nn import functional as F
 from ..runtime import ops as _ops
-from ..runtime.creation import arange, rand
+from ..runtime.creation import arange
+from ..runtime.random_creation import rand
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Size, Tensor
 from . import constraints

@@ -18,7 +18,7 @@ import math
 from ..ir import dtypes
 from ..nn import functional as F
 from ..runtime import ops as _ops
-from ..runtime.creation import rand
+from ..runtime.random_creation import rand
 from ..runtime.tensor import Size, Tensor
 from . import constraints
 from ._probabilities import ProbsOrLogits

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..nn import functional as F
 from ..runtime import ops as _ops
-from ..runtime.creation import rand, zeros_like
+from ..runtime.creation import zeros_like
+from ..runtime.random_creation import rand
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Size, Tensor
 from . import constraints

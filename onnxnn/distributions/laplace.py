@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..runtime.creation import rand
+from ..runtime.random_creation import rand
 from ..runtime.tensor import Size, Tensor
 from . import constraints
 from .distribution import Distribution

@@ -10,7 +10,8 @@ temperature goes to 0.
 
 from __future__ import annotations
 
-from ..runtime.creation import rand, tensor
+from ..runtime.creation import tensor
+from ..runtime.random_creation import rand
 from ..runtime.tensor import Size, Tensor
 from . import constraints
 from ._probabilities import ProbsOrLogits

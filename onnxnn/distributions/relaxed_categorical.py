@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-from ..runtime.creation import full_like, rand, tensor
+from ..runtime.creation import full_like, tensor
+from ..runtime.random_creation import rand
 from ..runtime.tensor import Size, Tensor
 from . import constraints
 from .categorical import Categorical

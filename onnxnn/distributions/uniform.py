@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..runtime.creation import rand
+from ..runtime.random_creation import rand
 from ..runtime.tensor import Size, Tensor
 from . import constraints
 from .distribution import Distribution

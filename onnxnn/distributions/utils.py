@@ -19,7 +19,8 @@ import numpy as np
 
 from ..ir import dtypes
 from ..runtime import ops as _ops
-from ..runtime.creation import randn, tensor
+from ..runtime.creation import tensor
+from ..runtime.random_creation import randn
 from ..runtime.grad_mode import enable_grad
 from ..runtime.tensor import Size, Tensor
 

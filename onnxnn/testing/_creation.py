@@ -17,7 +17,8 @@ import numpy as np
 from ..ir import dtypes as _dtypes
 from ..ir.device import device as _device
 from ..ir.memory_formats import memory_format as _memory_format
-from ..runtime.creation import empty, randint
+from ..runtime.creation import empty
+from ..runtime.random_creation import randint
 from ..runtime.tensor import Tensor
 
 __all__ = ["make_tensor"]

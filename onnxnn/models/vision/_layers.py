@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ...nn import AdaptiveAvgPool2d, BatchNorm2d, Conv2d, Module, ReLU, Sequential, Sigmoid
-from ...runtime.creation import rand
+from ...runtime.random_creation import rand
 from ...runtime.tensor import Tensor
 
 __all__ = ["Conv2dNormActivation", "SqueezeExcitation", "StochasticDepth", "make_divisible"]

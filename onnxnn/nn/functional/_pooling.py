@@ -31,7 +31,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...runtime import ops as _ops
-from ...runtime.creation import rand
+from ...runtime.random_creation import rand
 from ...runtime.internal import full_tensor, known_data
 from ...runtime.ops.conv import batched, expand_param
 from ...runtime.ops.adaptive_pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d

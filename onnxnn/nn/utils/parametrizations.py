@@ -12,7 +12,7 @@ import enum
 
 import numpy as np
 
-from ...runtime.creation import randn
+from ...runtime.random_creation import randn
 from ...runtime.grad_mode import no_grad
 from ...runtime.internal import constant_tensor
 from ...runtime.ops.elementwise import where

@@ -11,7 +11,7 @@ import math
 from typing import Iterator
 
 from ...ir.random import Generator
-from ...runtime.creation import randperm
+from ...runtime.random_creation import randperm
 from .sampler import Sampler
 
 __all__ = ["DistributedSampler", "publish_default_world"]
