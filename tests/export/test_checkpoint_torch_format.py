@@ -26,7 +26,7 @@ from onnxnn.export import torch_checkpoint_writer
 from onnxnn.runtime.tensor import Size
 
 from .hostile_files import patch_zip_member
-from .test_checkpoint import BF16, assert_same, make
+from .checkpoint_files import BF16, assert_same, make
 
 
 @pytest.fixture
