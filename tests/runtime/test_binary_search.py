@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import onnxnn
-from onnxnn.runtime.ops import pointwise
+from onnxnn.runtime.ops import searching
 from onnxnn.runtime.ops.binary_search import search_outcomes
 
 EXECUTORS = ["onnxruntime", "kernels"]
@@ -210,20 +210,20 @@ def test_boundaries_that_require_grad_give_an_index_without_gradient(m):
 def test_the_count_and_the_search_agree_around_the_threshold():
     """Both forms on the same inputs (the threshold moved to either side of them)."""
     rng = np.random.default_rng(7)
-    threshold = pointwise._COUNT_BELOW_UP_TO
+    threshold = searching._COUNT_BELOW_UP_TO
     for m in (1, 2, threshold - 1, threshold, threshold + 1):
         boundaries = np.concatenate([np.sort(rng.integers(-4, 5, m - 1)).astype(np.float32), [NAN]])
         values = np.concatenate([np.arange(-5.0, 5.5, 0.5, dtype=np.float32), [NAN]])
         results = []
         for setting in (10**9, 0):
-            pointwise._COUNT_BELOW_UP_TO = setting
+            searching._COUNT_BELOW_UP_TO = setting
             try:
                 for right in (False, True):
                     results.append(
                         onnxnn.searchsorted(onnxnn.tensor(boundaries), onnxnn.tensor(values), right=right).numpy()
                     )
             finally:
-                pointwise._COUNT_BELOW_UP_TO = threshold
+                searching._COUNT_BELOW_UP_TO = threshold
         np.testing.assert_array_equal(results[0], results[2])
         np.testing.assert_array_equal(results[1], results[3])
         np.testing.assert_array_equal(results[0], _reference(boundaries, values, False))

@@ -29,6 +29,7 @@ from .arrange import *  # noqa: F401,F403
 # pointwise's true_divide (no rounding_mode, as torch.true_divide) replaces elementwise's alias of div.
 from .pointwise import *  # type: ignore[assignment]  # noqa: F401,F403
 from .fused_pointwise import *  # noqa: F401,F403  (lerp, addcmul, addcdiv)
+from .searching import *  # noqa: F401,F403  (bucketize, searchsorted, isin, diff, aminmax, count_nonzero)
 from .stats import *  # noqa: F401,F403
 from .scatter_ops import *  # noqa: F401,F403
 from .extras import *  # noqa: F401,F403
