@@ -180,6 +180,8 @@ def load(
         raise CheckpointError(f"cannot load {source}: the object is nested more than {MAX_DEPTH} levels deep") from None
     except RecursionError:
         raise CheckpointError(f"cannot load {source}: the object is nested too deeply") from None
+    except CheckpointError as error:  # a global left outside a tensor record (resolve_marker)
+        raise CheckpointError(f"cannot load {source}: {error}") from None
 
 
 def _parse(data: bytes, source: str):

@@ -117,7 +117,14 @@ def read_safetensors(data: bytes, source: str) -> tuple[dict[str, PendingTensor]
     for name, entry in header.items():
         value_dtype = DTYPES[entry["dtype"]]
         begin, end = entry["data_offsets"]
-        tensors[name] = PendingTensor(_array(buffer[begin:end], value_dtype, entry["shape"]), value_dtype)
+        try:
+            array = _array(buffer[begin:end], value_dtype, entry["shape"])
+        except ValueError as error:  # numpy: a 0 beside dims whose product no index can address
+            raise CheckpointError(
+                f"cannot load {source}: tensor {describe(name)} of shape {_brief(entry['shape'])} "
+                f"cannot be represented ({error})"
+            ) from None
+        tensors[name] = PendingTensor(array, value_dtype)
     return tensors, metadata
 
 

@@ -20,7 +20,8 @@ knows the handful of globals listed in ``_ALLOWED_GLOBALS``, each answered by on
 (never by importing the named one); any other global is refused naming it, so unpickling cannot run
 code. Tensors come back as :class:`PendingTensor` records: a read-only view of their storage, as
 PyTorch's tensors are views, so a tensor of size (2**29, 2) and stride (0, 0) over a 16-byte storage
-costs 16 bytes, not 4 GiB; every offset such a view can reach is checked to lie inside the storage.
+costs 16 bytes, not 4 GiB; every offset such a view can reach is checked to lie inside the storage,
+and a view larger than the process may allocate at all (which no op could ever copy) is refused.
 :mod:`onnxnn.export.checkpoint` turns them into Tensors on the device ``map_location`` picks.
 
 The archive is checked before anything is inflated: only stored and deflated members are read, a
@@ -43,6 +44,7 @@ import numpy as np
 from ..errors import CheckpointError
 from ..ir import dtypes
 from ..ir.device import device
+from ..import_.limits import allocation_limit
 from ..runtime.tensor import Size
 from .restricted_unpickler import COUNTER, FROZENSET, ORDERED_DICT, SET, RestrictedUnpickler, describe
 
@@ -205,11 +207,26 @@ def _strided_view(elements: np.ndarray, offset, size, stride) -> np.ndarray:
             count *= extent
         if contiguous:
             return elements[offset : offset + count].reshape(size)
-        return np.lib.stride_tricks.as_strided(
+        view = np.lib.stride_tricks.as_strided(
             elements[offset:], shape=size, writeable=False, strides=[step * elements.itemsize for step in stride]
         )
     except ValueError as error:  # numpy: more elements than an index can address
         raise _malformed(f"size {list(size)} cannot be represented ({error})") from None
+    _check_view_size(count * elements.itemsize, size, stride, len(elements))
+    return view
+
+
+def _check_view_size(nbytes: int, size: tuple, stride: tuple, storage_elements: int) -> None:
+    """Refuses a view larger than this process may allocate (``import_.limits``, the rule imported
+    ONNX models follow): a view costs only its storage, but onnxruntime takes contiguous inputs, so
+    the first op run there copies it whole (16 bytes of storage with stride 0 become 4 GiB)."""
+    limit = allocation_limit()
+    if nbytes > limit:
+        raise CheckpointError(
+            f"tensor of size {list(size)} and stride {list(stride)} views its storage of "
+            f"{storage_elements} elements as {nbytes:,} bytes, more than this process may "
+            f"allocate ({limit:,} bytes), so it could never be copied for use"
+        )
 
 
 def _rebuild_tensor(storage, storage_offset, size, stride) -> PendingTensor:

@@ -20,7 +20,8 @@ from . import contrib_attention  # noqa: F401  (registers Attention, MultiHeadAt
 from . import contrib_quantized  # noqa: F401  (registers QLinear*, DynamicQuantizeMatMul, MatMulNBits)
 from . import spectral  # noqa: F401  (registers the STFT importer)
 from . import float64_forms  # noqa: F401  (registers float64 forms of LSTM, GRU, Resize, InstanceNormalization, ...)
-from .loading import load_model
+from ..errors import ModelLoadError
+from .loading import load_model, model_source
 
 __all__ = ["from_onnx", "GraphModule", "ModelMetadata"]
 
@@ -80,4 +81,7 @@ def from_onnx(
         ['weight', 'bias']
     """
     model, original_opset = load_model(path_or_model, base_dir)
-    return GraphModule(model, original_opset_version=original_opset)
+    try:
+        return GraphModule(model, original_opset_version=original_opset)
+    except ModelLoadError as error:  # building the module reads the initializers and compiles the graph
+        raise ModelLoadError(f"{model_source(path_or_model)}: {error}") from error

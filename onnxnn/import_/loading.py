@@ -289,6 +289,17 @@ def _write_dilated_same_pads(graph: onnx.GraphProto, weights: dict) -> None:
         node.attribute.extend(kept + [onnx.helper.make_attribute("pads", pads)])
 
 
+def model_source(path_or_model) -> str:
+    """How messages name a model: its path quoted, "the given bytes" or "the given ModelProto"."""
+    if isinstance(path_or_model, onnx.ModelProto):
+        return "the given ModelProto"
+    if isinstance(path_or_model, (bytes, bytearray, memoryview)):
+        return "the given bytes"
+    if isinstance(path_or_model, (str, os.PathLike)):
+        return f"'{os.fspath(path_or_model)}'"
+    return "the given model"
+
+
 def load_model(path_or_model, base_dir: str | os.PathLike | None = None) -> tuple[onnx.ModelProto, int | None]:
     """Reads and validates a model; returns it and its original default opset.
 
@@ -307,18 +318,16 @@ def load_model(path_or_model, base_dir: str | os.PathLike | None = None) -> tupl
         TypeError: ``path_or_model`` is none of the accepted kinds.
     """
     path = None
+    source = model_source(path_or_model)
     if isinstance(path_or_model, onnx.ModelProto):
-        source = "the given ModelProto"
         model = onnx.ModelProto()
         model.CopyFrom(path_or_model)
         if model.ir_version <= 0 or not model.HasField("graph"):
             raise ModelLoadError("not a valid ONNX model: the ModelProto has no IR version or no graph")
     elif isinstance(path_or_model, (bytes, bytearray, memoryview)):
-        source = "the given bytes"
         model = _parse(bytes(path_or_model), source)
     elif isinstance(path_or_model, (str, os.PathLike)):
         path = os.fspath(path_or_model)
-        source = f"'{path}'"
         if not os.path.isfile(path):
             raise FileNotFoundError(f"ONNX model file not found: '{path}'")
         with open(path, "rb") as handle:

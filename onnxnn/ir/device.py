@@ -21,6 +21,10 @@ __all__ = [
 ]
 
 
+_STRING_INDEX_END = 2**31
+_INDEX_END = 2**63
+
+
 class device:
     """A device such as ``device("cpu")`` or ``device("cuda", 0)`` (also ``device("cuda:0")``)."""
 
@@ -34,9 +38,17 @@ class device:
         text = str(type_or_string)
         if ":" in text:
             text, _, index_text = text.partition(":")
-            if index is not None or not index_text.isdigit():
+            if index is not None or not (index_text.isascii() and index_text.isdigit()):
                 raise RuntimeError(f"Invalid device string: '{type_or_string}'")
             index = int(index_text)
+            if index >= _STRING_INDEX_END:  # PyTorch parses the index as a C int
+                raise RuntimeError(f"Could not parse device index '{index_text}' in device string '{type_or_string}'")
+        elif index is not None:
+            # PyTorch reads the index as a C++ int64 and refuses negative ones.
+            if index < 0:
+                raise RuntimeError("Device index must not be negative")
+            if index >= _INDEX_END:
+                raise ValueError("Overflow when unpacking long long")
         if text not in ("cpu", "cuda"):
             raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: {type_or_string}")
         if text == "cuda" and index is None:

@@ -4,10 +4,11 @@ Seeds are valid files written by ``onnxnn.save`` in the test (PyTorch zip for ``
 state_dicts, onnxnn's nested format) plus a few hostile seeds (a billion-laughs pickle, zero-stride
 tensor views). Each case applies one to three mutations: byte flips, truncations, insertions,
 deletions and duplications anywhere; field-level mutations of the pickle's opcodes (arguments set to
-extreme ints, opcodes swapped, dropped or repeated, memo references redirected, repacked with valid
-CRCs so they reach the unpickler), of zip header fields (method, sizes, CRC, offsets), of the
-safetensors JSON header (dtypes, shapes, offsets, entries duplicated or dropped) and of the onnxnn
-document (any value replaced by a hostile one).
+extreme ints, opcodes swapped, dropped or repeated, memo references redirected, a size or stride
+tuple made a 0 beside huge dims, repacked with valid CRCs so they reach the unpickler), of zip header
+fields (method, sizes, CRC, offsets), of the safetensors JSON header (dtypes, shapes, offsets,
+entries duplicated or dropped, a tensor emptied by a 0 beside huge dims with the offsets still tiling
+the data) and of the onnxnn document (any value replaced by a hostile one).
 
 Every case must end in ``onnxnn.CheckpointError`` or a successful load:
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import pickle
 import pickletools
 import random
 import struct
@@ -71,6 +73,9 @@ INTERESTING_INTS = [
     -(2**63),
     2**64,
 ]
+# Dims whose product no index can address, for a tensor that a 0 beside them makes empty: its
+# byte count (0) passes every size check, so only the shape itself can refuse it.
+HUGE_DIMS = [2**31, 2**40, 2**62, 2**63 - 1]
 HOSTILE_JSON = [
     None,
     True,
@@ -209,6 +214,39 @@ def _pickle_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return _repack(members), f"pickle at byte {begin}: {description}"
 
 
+def _zero_beside_huge_dims(count: int, rng: random.Random) -> list[int]:
+    dims = [rng.choice(HUGE_DIMS) for _ in range(count)]
+    dims[rng.randrange(count)] = 0
+    return dims
+
+
+_INT_OPCODES = {"INT", "LONG", "BININT", "BININT1", "BININT2", "LONG1", "LONG4"}
+_TUPLE_SIZES = {"TUPLE2": 2, "TUPLE3": 3}
+
+
+def _pickle_dims_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """A tuple of two or three ints (a tensor's size or stride) becomes a 0 beside huge dims."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    name = next(name for name in members if name.endswith("data.pkl"))
+    pickled = members[name]
+    operations = list(pickletools.genops(pickled))
+    tuples = [
+        (index - _TUPLE_SIZES[opcode.name], index)
+        for index, (opcode, _, _) in enumerate(operations)
+        if opcode.name in _TUPLE_SIZES
+        and index >= _TUPLE_SIZES[opcode.name]
+        and all(item.name in _INT_OPCODES for item, _, _ in operations[index - _TUPLE_SIZES[opcode.name] : index])
+    ]
+    if not tuples:
+        return _pickle_mutation(data, rng)
+    first, end = rng.choice(tuples)
+    dims = _zero_beside_huge_dims(end - first, rng)
+    pushes = b"".join(pickle.dumps(size, protocol=2)[2:-1] for size in dims)  # without PROTO and STOP
+    members[name] = pickled[: operations[first][2]] + pushes + pickled[operations[end][2] :]
+    return _repack(members), f"pickle at byte {operations[first][2]}: int tuple -> {dims}"
+
+
 def _zip_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     offsets = [index for index in range(len(data) - 4) if data[index : index + 4] in (b"PK\x01\x02", b"PK\x03\x04")]
     if not offsets:
@@ -284,6 +322,22 @@ def _header_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return _join_safetensors(header, rest, rng), f"header: {description}"
 
 
+def _empty_tensor_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """One tensor gets a 0 beside huge dims and loses its bytes; the other tensors' offsets move
+    down, so the header still tiles the data section and only the shape can be refused."""
+    header, rest = _split_safetensors(data)
+    name = rng.choice([name for name in header if name != "__metadata__"])
+    begin, end = header[name]["data_offsets"]
+    for other, entry in header.items():
+        if other != "__metadata__" and entry["data_offsets"][0] >= end:
+            entry["data_offsets"] = [offset - (end - begin) for offset in entry["data_offsets"]]
+    header[name]["shape"] = _zero_beside_huge_dims(rng.randint(2, 4), rng)
+    header[name]["data_offsets"] = [begin, begin]
+    return _join_safetensors(
+        header, rest[:begin] + rest[end:], rng
+    ), f"header: {name} empty, shape {header[name]['shape']}"
+
+
 def _document_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     header, rest = _split_safetensors(data)
     document = json.loads(header["__metadata__"]["onnxnn"])
@@ -304,9 +358,9 @@ def _document_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
 
 def _mutate(fmt: str, data: bytes, rng: random.Random) -> tuple[bytes, list[str]]:
     structured = {
-        "torch zip": [_pickle_mutation, _zip_mutation],
-        "safetensors state_dict": [_header_mutation],
-        "nested format": [_header_mutation, _document_mutation],
+        "torch zip": [_pickle_mutation, _pickle_dims_mutation, _zip_mutation],
+        "safetensors state_dict": [_header_mutation, _empty_tensor_mutation],
+        "nested format": [_header_mutation, _empty_tensor_mutation, _document_mutation],
     }[fmt]
     steps = []
     for _ in range(rng.randint(1, 3)):

@@ -21,13 +21,16 @@ import pytest
 import onnxnn
 from onnxnn import CheckpointError
 from onnxnn.export import load, save
+from onnxnn.import_ import limits
 
 from .hostile_files import (
     EMPTY_DICT,
     NONE,
     PROTO2,
+    REDUCE,
     SETITEM,
     STOP,
+    TUPLE2,
     billion_laughs,
     bounded,
     global_,
@@ -56,6 +59,9 @@ def refused(data: bytes, tmp_path, match: str, name: str = "hostile.pt") -> Chec
     assert name in str(raised.value)
     assert len(str(raised.value)) < 1000  # no repr of a value the file built
     return raised.value
+
+
+LONG1_2_70 = b"\x8a\x09" + (2**70).to_bytes(9, "little")  # LONG1 pushing 2**70
 
 
 # ----------------------------------------------------------------------------- pickle denial of service
@@ -120,6 +126,16 @@ def test_error_message_does_not_print_what_a_hostile_pickle_built(tmp_path):
         (PROTO2 + global_("torch", "device") + b"X\x07\x00\x00\x00quantum\x85R.", "unsupported device"),
         (PROTO2 + global_("collections", "OrderedDict") + b")R}X\x01\x00\x00\x00xNsb.", "only _metadata"),
         (PROTO2 + b"}(]Nu.", "unhashable"),
+        # Allowed globals left bare, outside a tensor record (torch.load returns them as they are).
+        (PROTO2 + global_("torch", "FloatStorage") + STOP, "'torch.FloatStorage' outside a tensor record"),
+        (PROTO2 + global_("torch._utils", "_rebuild_tensor_v2") + STOP, "'torch._utils._rebuild_tensor_v2' outside"),
+        # PyTorch 2.13 reads a device index as an int64 (an int32 in "cuda:N") and refuses negative ones.
+        (PROTO2 + global_("torch", "device") + unicode("cuda") + LONG1_2_70 + TUPLE2 + REDUCE + STOP, "Overflow"),
+        (
+            PROTO2 + global_("torch", "device") + unicode("cuda") + b"J\xff\xff\xff\xff" + TUPLE2 + REDUCE + STOP,
+            "negative",
+        ),
+        (PROTO2 + global_("torch", "device") + unicode("cuda:2147483648") + b"\x85" + REDUCE + STOP, "Could not parse"),
     ],
 )
 def test_malformed_pickles_are_refused_naming_the_file(tmp_path, pickled, message):
@@ -132,7 +148,9 @@ def storage_bytes(count: int) -> bytes:
 
 
 @pytest.mark.parametrize("size", [(2**20, 2), (2**29, 2)])
-def test_zero_stride_tensor_stays_a_view_of_its_small_storage(size):
+def test_zero_stride_tensor_stays_a_view_of_its_small_storage(monkeypatch, size):
+    # Within what the process may allocate (fixed here, whatever the machine), a view stays a view.
+    monkeypatch.setattr(limits, "_LIMIT", [2**40])
     data = torch_zip(tensor_pickle(4, size, (0, 0), offset=2), {"data/0": storage_bytes(4)})
     with peak_allocation() as peak:
         loaded = load_bytes(data)["w"]
@@ -141,6 +159,21 @@ def test_zero_stride_tensor_stays_a_view_of_its_small_storage(size):
     assert loaded.shape == size and loaded.dtype is onnxnn.float32
     assert not array.flags.writeable  # a view of the storage, as PyTorch's tensors are
     np.testing.assert_array_equal(array[size[0] // 3], [2.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    "size,stride,limit",
+    [((2**28, 4), (0, 1), 2**30), ((2**20, 2), (0, 0), 2**23 - 1), ((4, 2**30), (1, 0), 2**20)],
+)
+def test_view_larger_than_the_process_may_allocate_is_refused(tmp_path, monkeypatch, size, stride, limit):
+    # Using the view copies it whole (onnxruntime takes contiguous inputs): it is refused by the
+    # rule imported ONNX models follow, with the limit patched low so nothing large is allocated.
+    monkeypatch.setattr(limits, "_LIMIT", [limit])
+    data = torch_zip(tensor_pickle(4, size, stride), {"data/0": storage_bytes(4)})
+    nbytes = size[0] * size[1] * 4
+    error = refused(data, tmp_path, "more than this process may allocate")
+    for part in (f"size {list(size)}", f"stride {list(stride)}", f"{nbytes:,} bytes", f"({limit:,} bytes)"):
+        assert part in str(error)
 
 
 @pytest.mark.parametrize(
@@ -265,6 +298,10 @@ SAFETENSORS_CASES = {
     "shape of a huge int": (
         safetensors_bytes({"a": {"dtype": "F32", "shape": [10**30, 0], "data_offsets": [0, 0]}}),
         "below 2\\*\\*63",
+    ),
+    "zero-size tensor of huge dims": (
+        safetensors_bytes({"a": {"dtype": "F32", "shape": [0, 2**62, 2**62], "data_offsets": [0, 0]}}),
+        "tensor 'a' of shape \\[0, 4611686018427387904, 4611686018427387904\\] cannot be represented",
     ),
     "unknown dtype": (
         safetensors_bytes({"a": {"dtype": "F128", "shape": [2], "data_offsets": [0, 8]}}, bytes(8)),

@@ -289,6 +289,15 @@ def test_an_unknown_domain_is_refused_at_load_naming_op_and_domain():
         from_onnx(model)
 
 
+def test_an_initializer_whose_dims_numpy_cannot_hold_is_refused_naming_the_model(tmp_path):
+    # A 0 beside 2**62 makes an empty tensor, but numpy cannot represent the shape.
+    weight = TensorProto(name="w", data_type=FLOAT, dims=[0, 2**62, 2**62])
+    output = helper.make_tensor_value_info("y", FLOAT, ["a", "b", "c"])
+    onnx.save(make_model([helper.make_node("Identity", ["w"], ["y"])], [], [output], [weight]), tmp_path / "huge.onnx")
+    with pytest.raises(ModelLoadError, match="huge.onnx'?: initializer 'w' cannot be read"):
+        from_onnx(tmp_path / "huge.onnx")
+
+
 def test_a_sparse_initializer_declaring_huge_dims_is_refused_before_allocating():
     values = numpy_helper.from_array(np.ones(1, np.float32), "w")
     indices = numpy_helper.from_array(np.zeros(1, np.int64), "w_indices")

@@ -8,6 +8,7 @@ runs the same device path (io_binding, device arrays, uploads, host copies) on a
 
 from __future__ import annotations
 
+import re
 import io
 
 import numpy as np
@@ -431,3 +432,25 @@ def test_an_unusable_default_device_is_refused_and_changes_nothing():
         assert onnxnn.get_default_device() == onnxnn.device("cpu")
     with pytest.raises(RuntimeError, match="Expected one of cpu, cuda"):
         onnxnn.set_default_device("tpu")
+
+
+# PyTorch 2.13's answers: the index is a C++ int64 (a C int when parsed from a string), never negative.
+BAD_DEVICES = [
+    (("cuda", -1), RuntimeError, "Device index must not be negative"),
+    (("cpu", -1), RuntimeError, "Device index must not be negative"),
+    (("cuda", 2**63), ValueError, "Overflow when unpacking long long"),
+    (("cuda", 2**70), ValueError, "Overflow when unpacking long long"),
+    (
+        ("cuda:2147483648",),
+        RuntimeError,
+        "Could not parse device index '2147483648' in device string 'cuda:2147483648'",
+    ),
+    (("cuda:-1",), RuntimeError, "Invalid device string: 'cuda:-1'"),
+    (("cuda:\u00b2",), RuntimeError, "Invalid device string"),  # a digit to str.isdigit, not to int()
+]
+
+
+@pytest.mark.parametrize("arguments,error,message", BAD_DEVICES, ids=[repr(case[0]) for case in BAD_DEVICES])
+def test_device_indices_pytorch_refuses_are_refused(arguments, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        onnxnn.device(*arguments)
