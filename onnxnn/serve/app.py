@@ -9,13 +9,15 @@ Routes (``/versions/{version}`` may follow ``/v2/models/{name}`` in the last thr
     GET  /metrics                     Prometheus text format
 
 Every failure is a JSON ``{"error": "..."}`` body: 400 for the client's mistakes (unknown model, wrong
-datatype, shape or input count, malformed JSON, a body over the limit), 503 for a model that failed.
+datatype, shape or input count, malformed JSON, a body over the limit), 503 for a model that failed,
+500 for a fault of the server itself (logged with its traceback).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -38,6 +40,12 @@ from .model import ServedModel
 __all__ = ["create_app"]
 
 _HEADER_LENGTH = "inference-header-content-length"
+_LOG = logging.getLogger("onnxnn.serve")
+
+
+def _is_byte_count(text: str) -> bool:
+    # str.isdigit alone also takes "²" and other non-ASCII digits, which int() then refuses.
+    return text.isascii() and text.isdigit()
 
 
 class _Server:
@@ -69,7 +77,7 @@ class _Server:
 
     async def read_body(self, request: Request) -> bytes:
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+        if declared is not None and _is_byte_count(declared) and int(declared) > self.max_body_bytes:
             raise BadRequest(f"request body of {int(declared)} bytes is over the limit of {self.max_body_bytes} bytes")
         chunks, size = [], 0
         async for chunk in request.stream():  # a chunked body has no content-length to check up front
@@ -130,6 +138,9 @@ async def _infer(request: Request) -> Response:
         response = await _answer_inference(server, request)
     except (BadRequest, ModelUnavailable) as error:
         response = JSONResponse({"error": str(error)}, status_code=error.status_code)
+    except Exception as error:  # the server's own fault: still a JSON body, and counted below like the rest
+        _LOG.error("onnxnn serve: inference on model %r failed", label, exc_info=error)
+        response = _internal_error(error)
     finally:
         server.metrics.in_flight.dec()
     server.metrics.requests.labels(label, str(response.status_code)).inc()
@@ -143,7 +154,7 @@ async def _answer_inference(server: _Server, request: Request) -> Response:
         raise ModelUnavailable(f"model '{model.name}' is not ready: {model.error}")
     body = await server.read_body(request)
     header_length = request.headers.get(_HEADER_LENGTH)
-    if header_length is not None and not header_length.isdigit():
+    if header_length is not None and not _is_byte_count(header_length):
         raise BadRequest(f"Inference-Header-Content-Length must be a byte count, got {header_length!r}")
     arrays, header = decode_request(body, None if header_length is None else int(header_length))
     output_names = model.check_request(arrays, requested_outputs(header))
@@ -165,6 +176,17 @@ async def _metrics(request: Request) -> Response:
 async def _protocol_error(request: Request, error: Exception) -> Response:
     # Registered for BadRequest and ModelUnavailable only, which carry their status code.
     return JSONResponse({"error": str(error)}, status_code=getattr(error, "status_code"))
+
+
+def _internal_error(error: Exception) -> Response:
+    # The exception's type only: its message may hold another request's data or the server's paths.
+    return JSONResponse({"error": f"internal server error: {type(error).__name__}"}, status_code=500)
+
+
+async def _unexpected_error(request: Request, error: Exception) -> Response:
+    # Starlette's last resort for the routes other than infer (which answers its own 500s); Starlette
+    # re-raises the exception after this response, and uvicorn logs its traceback.
+    return _internal_error(error)
 
 
 async def _http_error(request: Request, error: Exception) -> Response:
@@ -219,7 +241,12 @@ def create_app(
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={BadRequest: _protocol_error, ModelUnavailable: _protocol_error, HTTPException: _http_error},
+        exception_handlers={
+            BadRequest: _protocol_error,
+            ModelUnavailable: _protocol_error,
+            HTTPException: _http_error,
+            Exception: _unexpected_error,
+        },
     )
     app.state.server = server
     return app

@@ -5,6 +5,9 @@ rows are queued or the oldest queued request has waited ``max_queue_delay`` seco
 stacked along the first (dynamic) axis, run once, and the outputs are split back by each request's row
 count. Requests whose other axes differ cannot be stacked: they run one after the other in the same
 slot. While the slots are busy, requests queue, so under load the batches grow by themselves.
+
+A batch that fails runs again one request at a time, so that one client's bad request (an index out
+of range, say) fails alone, and no client sees an error message built from another client's data.
 """
 
 from __future__ import annotations
@@ -136,18 +139,34 @@ class DynamicBatcher:
             self._running.discard(asyncio.current_task())
 
     async def _run_group(self, group: list[_Pending]) -> None:
+        if len(group) == 1:
+            await self._run_alone(group[0])
+            return
         names = list(group[0].arrays)
         stacked = {name: np.concatenate([pending.arrays[name] for pending in group]) for name in names}
         rows = [pending.rows for pending in group]
         self._observe_batch(sum(rows))
         try:
             outputs = await asyncio.get_running_loop().run_in_executor(self._executor, self.model.run, stacked)
-        except Exception as error:  # handed to each request, whose handler turns it into a response
+        except Exception:  # the batch's error may come from any one request and quote its data
             for pending in group:
-                if not pending.future.done():
-                    pending.future.set_exception(error)
+                await self._run_alone(pending)
             return
         offsets = np.cumsum([0] + rows)
         for pending, start, stop in zip(group, offsets[:-1], offsets[1:]):
             if not pending.future.done():  # done: the client went away
                 pending.future.set_result({name: output[start:stop] for name, output in outputs.items()})
+
+    async def _run_alone(self, pending: _Pending) -> None:
+        """Run one request by itself; its own result or error goes to its own future."""
+        if pending.future.done():  # the client went away
+            return
+        self._observe_batch(pending.rows)
+        try:
+            outputs = await asyncio.get_running_loop().run_in_executor(self._executor, self.model.run, pending.arrays)
+        except Exception as error:  # the request's handler turns it into a response
+            if not pending.future.done():
+                pending.future.set_exception(error)
+            return
+        if not pending.future.done():
+            pending.future.set_result(outputs)

@@ -102,8 +102,13 @@ def write_triton_repository(
         instances: model instances Triton runs (``instance_group``), on the CPU.
     """
     name = name or os.path.splitext(os.path.basename(model_path))[0]
-    if not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
-        raise ValueError(f"model name {name!r} must be letters, digits, '_', '.', or '-' (it is a folder name)")
+    # A folder inside the repository: not "." or "..", which would write beside or above it, nor a
+    # hidden folder or one that reads as a command-line option.
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*", name):
+        raise ValueError(
+            f"model name {name!r} must be letters, digits, '_', '.', or '-', starting with a letter, digit or '_' "
+            "(it is a folder name in REPO_DIR)"
+        )
     try:
         model = onnx.load(model_path)  # external data loaded, so model.onnx below is self-contained
         onnx.checker.check_model(model)

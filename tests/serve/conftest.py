@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from .models import write_broken_model, write_fixed_shape_model, write_mlp
+from .models import write_bool_model, write_broken_model, write_fixed_shape_model, write_gather_model, write_mlp
 from .process import ServerProcess
 
 pytest.importorskip("starlette")  # the serve extra, in the test extra: CI runs these for real
@@ -20,6 +20,8 @@ def model_files(tmp_path_factory):
         "mlp": write_mlp(folder / "mlp.onnx"),
         "fixed": write_fixed_shape_model(folder / "fixed.onnx"),
         "broken": write_broken_model(folder / "broken.onnx"),
+        "boolean": write_bool_model(folder / "boolean.onnx"),
+        "gather": write_gather_model(folder / "gather.onnx"),
     }
 
 
@@ -29,12 +31,14 @@ MAX_BODY_BYTES = 64 * 1024
 
 @pytest.fixture(scope="session")
 def server(model_files):
-    """mlp (batched, 50 ms window), fixed (two inputs, fixed shapes) and broken (fails to load)."""
+    """mlp, boolean and gather (batched, 50 ms window), fixed (two inputs, fixed shapes), broken (fails to load)."""
     running = ServerProcess(
         [
             model_files["mlp"],
             model_files["fixed"],
             f"broken={model_files['broken']}",
+            model_files["boolean"],
+            model_files["gather"],
             "--max-batch-size",
             "16",
             "--max-queue-delay-ms",

@@ -7,7 +7,17 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from tolerances import accumulation_bound
 
-__all__ = ["FEATURES", "CLASSES", "mlp_logits_bound", "write_mlp", "write_fixed_shape_model", "write_broken_model"]
+__all__ = [
+    "FEATURES",
+    "CLASSES",
+    "GATHER_TABLE",
+    "mlp_logits_bound",
+    "write_mlp",
+    "write_fixed_shape_model",
+    "write_broken_model",
+    "write_bool_model",
+    "write_gather_model",
+]
 
 FEATURES, HIDDEN, CLASSES = 16, 32, 4
 
@@ -100,3 +110,38 @@ def write_broken_model(path) -> str:
     model.ir_version = 8
     onnx.save(model, str(path))
     return str(path)
+
+
+def _save(path, name: str, nodes, inputs, outputs, initializers=()) -> str:
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def write_bool_model(path) -> str:
+    """``y = Cast(x, INT32)`` of a BOOL [batch, 4]: shows the bool each byte or JSON value became."""
+    return _save(
+        path,
+        "boolean",
+        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT32)],
+        [helper.make_tensor_value_info("x", TensorProto.BOOL, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, ["batch", 4])],
+    )
+
+
+GATHER_TABLE = np.arange(4, dtype=np.float32)
+
+
+def write_gather_model(path) -> str:
+    """``y = GATHER_TABLE[i]`` for INT64 ``i`` [batch]: onnxruntime fails on an index outside [-4, 3]."""
+    return _save(
+        path,
+        "gather",
+        [helper.make_node("Gather", ["table", "i"], ["y"], axis=0)],
+        [helper.make_tensor_value_info("i", TensorProto.INT64, ["batch"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch"])],
+        [numpy_helper.from_array(GATHER_TABLE, "table")],
+    )

@@ -129,3 +129,15 @@ def test_a_failed_write_keeps_the_repository_model_there_before(tmp_path, monkey
     assert main(["export-triton", first, str(tmp_path / "repo")]) == 2
     assert str(model) in capsys.readouterr().err
     assert model.read_bytes() == before and os.listdir(model.parent) == ["model.onnx"]
+
+
+@pytest.mark.parametrize("name", ["..", ".", ".hidden", "-x", "a/b", "a b"])
+def test_a_name_that_is_not_a_folder_inside_the_repository_is_refused_before_writing(tmp_path, capsys, name):
+    (tmp_path / "source").mkdir()
+    source = write_mlp(tmp_path / "source" / "mlp.onnx")
+    repository = tmp_path / "repo" / "inner"
+    status = main(["export-triton", source, str(repository), f"--name={name}"])
+    stderr = capsys.readouterr().err
+    assert status == 2 and "must be letters, digits" in stderr and "starting with a letter" in stderr, stderr
+    written = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*"))
+    assert written == ["source", "source/mlp.onnx"]  # not even REPO_DIR
