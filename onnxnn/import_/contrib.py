@@ -4,7 +4,7 @@ Models optimized for onnxruntime (its transformer optimizer, Hugging Face optimu
 subgraphs by fused ``com.microsoft`` ops: FusedMatMul, the Gelu family, SkipLayerNormalization,
 Attention... Each importer here replays one such node as the standard ops it fuses, following
 onnxruntime's contrib op documentation (``docs/ContribOperators.md``) and checked against
-onnxruntime itself in ``tests/import_/test_contrib_ops.py``. Replaying them as ordinary ops means
+onnxruntime itself in ``tests/import_/test_contrib_ops_forward_gradients.py``. Replaying them as ordinary ops means
 that recording stays lazy (every op has its shape rule), gradients come from the ordinary
 gradient rules (an optimized model fine-tunes like its plain export), both executors run them,
 and a re-exported module is standard ONNX that any runtime runs.

@@ -2,7 +2,7 @@
 GroupQueryAttention and RotaryEmbedding, replayed as standard ops (see ``contrib``'s docstring).
 
 Each follows onnxruntime's contrib op documentation and is checked against onnxruntime in
-``tests/import_/test_contrib_ops.py`` and ``tests/import_/test_contrib_attention.py``.
+``tests/import_/test_contrib_ops_forward_gradients.py`` and ``tests/import_/test_contrib_attention.py``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ with a past cache, possibly longer than every sequence as when the cache is prea
 right-padded first prompts, ``position_ids`` for the rotary embedding, ``attention_bias``,
 non-causal attention and the softmax sinks (``smooth_softmax``, ``head_sink``): each a one-node
 model run by onnxruntime's CPU provider as the reference, on both executors, gradients by float64
-central differences; tolerances as in ``test_contrib_ops.py`` (its module docstring), whose
+central differences; tolerances as in ``contrib_cases.py`` (its module docstring), whose
 helpers run the checks.
 """
 
@@ -18,7 +18,7 @@ import pytest
 
 from onnxnn.import_ import from_onnx
 
-from .test_contrib_ops import (
+from .contrib_cases import (
     GQA_COS,
     GQA_HEAD,
     GQA_SIN,

@@ -4,7 +4,7 @@ NhwcConv (channels-last Conv) and MultiHeadAttention with packed query/key/value
 The reference is the equivalent model in ops that onnxruntime's CPU provider runs, computed by
 onnxruntime: the standard Conv between Transposes for NhwcConv, and MultiHeadAttention with the
 packed tensor split into separate query, key and value for the packed layouts. Tolerances and
-gradient checks as in ``test_contrib_ops.py`` (its module docstring), whose helpers run them.
+gradient checks as in ``contrib_cases.py`` (its module docstring), whose helpers run them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from onnx import helper
 
 from onnxnn.import_ import from_onnx
 
-from .test_contrib_ops import (
+from .contrib_cases import (
     HEADS,
     HIDDEN,
     MS,

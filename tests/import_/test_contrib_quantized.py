@@ -1,5 +1,5 @@
 """onnxruntime's quantized contrib ops that ORT-quantized CNNs and transformers contain beyond those
-of ``test_contrib_ops.py``: QGemm, QLinearConv (channels-last too), QLinearWhere,
+of ``test_contrib_ops_*.py``: QGemm, QLinearConv (channels-last too), QLinearWhere,
 QLinearReduceMean, QAttention, the contrib domain's QuantizeLinear/DequantizeLinear (16-bit) and
 MatMulIntegerToFloat (onnxnn/import_/contrib_quantized.py).
 
@@ -10,7 +10,7 @@ quantization step: its kernels sum exact integer products and requantize once wi
 multiplier, onnxnn sums the dequantized products in float32, so a value on a rounding boundary
 may round the other way. Float results (QGemm without an output scale, QAttention,
 MatMulIntegerToFloat, DequantizeLinear) within float32 rounding of their sums
-(``test_contrib_ops.py``'s module docstring).
+(``contrib_cases.py``'s module docstring).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from onnx import helper
 
 from .test_contrib_layouts import _onnxruntime_run
-from .test_contrib_ops import Case, _inputs, _normal, _quantized, _scalar, check_quantized_forward, check_reexport
+from .contrib_cases import Case, _inputs, _normal, _quantized, _scalar, check_quantized_forward, check_reexport
 
 
 def _weights_int8(*shape):

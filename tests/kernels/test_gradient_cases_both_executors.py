@@ -1,29 +1,20 @@
 """Every gradient-check case runs forward and backward on both executors with equal results.
 
-The cases are the gradient table of tests/runtime/test_gradients.py; here each is computed once
+The cases are the gradient table of tests/runtime/gradient_cases.py; here each is computed once
 with onnxruntime and once with onnxnn's kernels, and the outputs and input gradients compared at
 float32 tolerance (each executor's own correctness is checked elsewhere).
 """
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from runtime.gradient_cases import CASES
 
 import onnxnn
 
-_spec = importlib.util.spec_from_file_location(
-    "gradient_table", Path(__file__).resolve().parents[1] / "runtime" / "test_gradients.py"
-)
-gradient_table = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gradient_table)
-CASES = gradient_table.CASES
-
 # Cases onnxruntime cannot run (no float64 kernel); their gradients are checked through "auto",
-# which gives them to onnxnn's kernels, in tests/runtime/test_gradients.py.
+# which gives them to onnxnn's kernels, in tests/runtime/test_gradients_first_order.py.
 ONNXRUNTIME_LACKS = {
     "mean_variadic_broadcast": "no float64 Mean kernel in onnxruntime's CPU provider",
     "global_lp_pool_p2_float64": "no float64 GlobalLpPool kernel in onnxruntime's CPU provider",

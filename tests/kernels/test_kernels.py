@@ -1,6 +1,6 @@
 """The kernels executor: agreement with onnxruntime, errors, the compiled-plan cache, debug mode.
 
-The differential table (differential_cases.py) records graphs, runs them through
+The differential table (differential_cases.py and differential_layer_cases.py) records graphs, runs them through
 ``run_plan(_plan(...))`` and through onnxruntime (``tensor.numpy()``), and requires the same
 dtypes and shapes, equal values for integer and boolean results and per-dtype tolerances for
 floating-point ones. The official ONNX node tests are in test_onnx_node_tests.py.
@@ -22,7 +22,8 @@ from onnxnn.runtime.tensor import Tensor, apply_op
 
 from tolerances import TRANSCENDENTAL_ULPS, accumulation_bound, assert_within, gamma, matmul_bound, sum_bound, ulps
 
-from .differential_cases import CASES, make
+from .differential_cases import make
+from .differential_layer_cases import CASES
 
 # Tolerances against onnxruntime for ops that do not just sum products: float16/bfloat16 round
 # every op, and onnxruntime's fused or approximated kernels (Erf, Gelu, Softmax) differ from exact

@@ -16,7 +16,7 @@ import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn import nn
 
-from .test_pooling import EXECUTOR_DTYPE_IDS, EXECUTOR_DTYPES, RNG, _triple, distinct
+from .pooling_cases import EXECUTOR_DTYPE_IDS, EXECUTOR_DTYPES, RNG, _triple, distinct
 
 # ---------------------------------------------------------------- fractional max pooling
 

@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pytest
 from gradcheck import check_gradients
-from runtime.test_conv_ops import check_gradients_float32
+from runtime.conv_cases import check_gradients_float32
 from tolerances import gamma
 
 import onnxnn

@@ -1,5 +1,5 @@
 """LazyLinear, LazyBatchNorm1d/2d/3d and LazyInstanceNorm1d/2d/3d (the lazy convolutions are in
-test_conv.py): the first input decides in_features / num_features, the module becomes its eager
+test_conv_lazy_export_errors.py): the first input decides in_features / num_features, the module becomes its eager
 class and then computes exactly what the eager layer with the same state computes; state_dict holds
 uninitialized parameters and buffers until then; loading a state_dict materializes them; errors and
 reprs are PyTorch's.

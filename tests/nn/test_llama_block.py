@@ -160,7 +160,7 @@ def test_gradients_wrt_input_and_weights_match_finite_differences():
     norm = block.attention_norm.weight.detach().numpy()
 
     def run(x, wq_weight, w3_weight, norm_weight):
-        # The weights become the check's differentiated inputs, as test_conv.py does for a layer.
+        # The weights become the check's differentiated inputs, as test_conv_against_numpy.py does for a layer.
         block.wq._parameters["weight"] = wq_weight
         block.w3._parameters["weight"] = w3_weight
         block.attention_norm._parameters["weight"] = norm_weight

@@ -18,7 +18,7 @@ import zlib
 import numpy as np
 import pytest
 from gradcheck import check_gradients
-from runtime.test_conv_ops import check_gradients_float32
+from runtime.conv_cases import check_gradients_float32
 from .layer_checks import exported_output
 from tolerances import gamma
 

@@ -189,7 +189,7 @@ def test_fused_updates_match_torch_over_100_steps(case):
         optimizer.step()
         torch_optimizer.step()
         moved += max(np.abs(p.detach().numpy() - b).max() for p, b in zip(torch_params, before))
-    # 16 roundings per element per step at most (test_optimizers.py's ROUNDINGS_PER_STEP), each
+    # 16 roundings per element per step at most (optimizer_cases.py's ROUNDINGS_PER_STEP), each
     # relative to the parameter or to the step's change (state errors enter the change through its
     # quotient, relatively); errors carry over with factors <= 1 (the decays), so they add up.
     magnitude = max(np.abs(a).max() for a in initial) + moved

@@ -25,7 +25,7 @@ from onnxnn.runtime.ops import conv_lowering
 from onnxnn.runtime.ops.conv_nchwc import block_size
 from onnxnn.runtime.sessions import symbolic_inputs
 
-from .test_conv_ops import conv_reference, conv_transpose_reference
+from .conv_cases import conv_reference, conv_transpose_reference
 
 EPSILON = np.finfo(np.float32).eps
 

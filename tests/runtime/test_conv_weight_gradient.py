@@ -1,6 +1,6 @@
 """ConvWeightGradient: a wide convolution's weight gradient is one recorded node, exact, differentiable, exportable.
 
-Its values against the float64 formula, on both executors, are test_conv_ops.py's tap-by-tap cases;
+Its values against the float64 formula, on both executors, are test_conv_ops_gradients.py's tap-by-tap cases;
 here: what is recorded, the node's own gradient rule, export, and bad input.
 """
 

@@ -5,7 +5,7 @@ The op types come from ``onnx.backend.test.case.node.collect_testcases()`` (the 
 output. An op passes when it has a gradient rule or is declared non-differentiable in the
 registries; every other op must sit in exactly one of the commented tables below, and each table
 entry must still be needed (no stale entries), so the tables stay the true list of the gap.
-The rules themselves are checked against finite differences in tests/runtime/test_gradients.py.
+The rules themselves are checked against finite differences in tests/runtime/test_gradients_first_order.py.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from onnxnn.runtime import ops
 from onnxnn.runtime.realization import realize
 from onnxnn.runtime.tensor import apply_op
 
-from .test_conv_ops import check_gradients_float32, onnx_node_cases, replay_node
+from .conv_cases import check_gradients_float32, onnx_node_cases, replay_node
 
 _rng = np.random.default_rng(5)
 

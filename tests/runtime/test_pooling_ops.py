@@ -4,7 +4,7 @@ Expected values come from a direct numpy pooling written below (PyTorch's window
 never starts a window in the end padding; with count_include_pad the divisor counts padding but not
 ceil_mode's overhang), from PyTorch-exported models in onnx's test data, and from the ONNX backend
 cases of the global pools. MaxPool runs in float64 in onnxruntime, so its gradients use the float64
-``check_gradients``; the other pools only run in float32 there (see test_conv_ops.py).
+``check_gradients``; the other pools only run in float32 there (see conv_cases.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from onnxnn.nn import functional as F
 from onnxnn.runtime import ops
 from onnxnn.runtime.tensor import apply_op
 
-from .test_conv_ops import (
+from .conv_cases import (
     check_gradients_float32,
     onnx_node_cases,
     pytorch_converted_cases,

@@ -23,7 +23,7 @@ from onnxnn.ir import dtypes
 from onnxnn.ir.graph import static_constant
 from onnxnn.runtime.tensor import apply_op
 
-from .test_conv_ops import check_gradients_float32
+from .conv_cases import check_gradients_float32
 
 RNG = np.random.default_rng(81)
 

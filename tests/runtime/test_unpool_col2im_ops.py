@@ -16,7 +16,7 @@ from onnx.reference import ReferenceEvaluator
 import onnxnn
 from onnxnn.runtime.tensor import apply_op
 
-from .test_conv_ops import check_gradients_float32
+from .conv_cases import check_gradients_float32
 
 RNG = np.random.default_rng(5)
 

@@ -1,4 +1,5 @@
-"""Every gradient rule of the default ONNX domain against float64 central differences.
+"""The table of gradient rules of the default ONNX domain, checked against float64 central differences
+by test_gradients_first_order.py (its input makers also serve test_gradients_higher_order.py).
 
 One table, one line per (op, attribute variant, broadcasting pattern). Each case is a function of
 tensors and the float64 arrays it is evaluated at; ``check_gradients`` compares the recorded
@@ -7,80 +8,21 @@ differentiable (relu/abs at 0, clip bounds), except where a tie is the point of 
 (central differences at a two-way tie of max/min give exactly the even split PyTorch uses).
 ``test_every_gradient_rule_has_a_case`` keeps the table complete: it reads which ONNX op types
 each case records from the autograd graph, and fails when a registered rule has no case.
+
+``_rng`` is the one generator of the table here and of the higher-order cases, drawn in that order,
+as in the module the tests were split from.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable, NamedTuple
 
 import numpy as np
-import pytest
-from gradcheck import check_gradients
 
 import onnxnn
 from onnxnn.runtime.ops import pad_constant, slice_axis
 from onnxnn.runtime.ops._common import int64_constant
-from onnxnn.ir.registry import gradient_rules
 from onnxnn.runtime.tensor import apply_op
-
-# Rules whose finite-difference checks live in another test file (path relative to tests/).
-COVERED_ELSEWHERE = {
-    # Indexing ops (x[i], gather, scatter, index_put), checked next to their forward semantics.
-    "Gather": "runtime/test_indexing.py",
-    "GatherElements": "runtime/test_indexing.py",
-    "GatherND": "runtime/test_indexing.py",
-    "ScatterND": "runtime/test_indexing.py",
-    "ScatterElements": "runtime/test_indexing.py",
-    # Convolutions: float32 checks with a wide step, exact because the ops are bilinear.
-    "Conv": "runtime/test_conv_ops.py",
-    "ConvTranspose": "runtime/test_conv_ops.py",
-    # Pools, checked against a direct numpy pooling with PyTorch's window rules.
-    "MaxPool": "runtime/test_pooling_ops.py",
-    "AveragePool": "runtime/test_pooling_ops.py",
-    "LpPool": "runtime/test_pooling_ops.py",
-    "GlobalAveragePool": "runtime/test_pooling_ops.py",
-    "GlobalMaxPool": "runtime/test_pooling_ops.py",
-    # Unpooling and folding as imported models use them, checked against onnx's reference.
-    "MaxUnpool": "runtime/test_unpool_col2im_ops.py",
-    "Col2Im": "runtime/test_unpool_col2im_ops.py",
-    # Normalization ops and Dropout (whose mask is random: checked at ratio 0 and against the mask).
-    "LayerNormalization": "runtime/test_normalization_ops.py",
-    "GroupNormalization": "runtime/test_normalization_ops.py",
-    "InstanceNormalization": "runtime/test_normalization_ops.py",
-    "LRN": "runtime/test_normalization_ops.py",
-    "Dropout": "runtime/test_normalization_ops.py",
-    # losses (layer family L3): ONNX's loss ops, checked with weights, ignore_index and both outputs.
-    "NegativeLogLikelihoodLoss": "runtime/test_loss_ops.py",
-    "SoftmaxCrossEntropyLoss": "runtime/test_loss_ops.py",
-    # layer library (norm/activation family): activation nodes, and normalization nodes imported models contain.
-    **{
-        op_type: "nn/test_activations.py"
-        for op_type in (
-            "Selu",
-            "Celu",
-            "HardSigmoid",
-            "HardSwish",
-            "Mish",
-            "Softsign",
-            "Shrink",
-            "ThresholdedRelu",
-            "PRelu",
-        )
-    },
-    "LpNormalization": "runtime/test_normalization_ops.py",
-    "MeanVarianceNormalization": "runtime/test_normalization_ops.py",
-    "CastLike": "nn/test_activations.py",  # in the function bodies of imported Swish and RMSNormalization
-    # layer library (padding/resampling family): resampling and rearranging nodes, against onnx's reference.
-    **{
-        op_type: "runtime/test_resample_ops.py"
-        for op_type in ("Resize", "GridSample", "AffineGrid", "DepthToSpace", "SpaceToDepth", "CenterCropPad")
-    },
-    # recurrent nodes: finite differences over directions, sequence_lens and initial states, both executors.
-    **{op_type: "runtime/test_recurrent_ops.py" for op_type in ("RNN", "LSTM", "GRU")},
-    # detection nodes: sampling re-recorded and differentiated, both executors, against onnx's reference.
-    **{op_type: "runtime/test_detection_ops.py" for op_type in ("RoiAlign", "DeformConv")},
-}
 
 
 class Case(NamedTuple):
@@ -152,10 +94,19 @@ def op(op_type: str, *inputs, **attrs):
 # Fractional parts in [0.2, 0.4] or [0.6, 0.8]: a step away from the integers and halves where
 # floor, ceil and round jump.
 _AWAY_FROM_JUMPS = np.array([[0.3, -1.7, 2.2], [-0.6, 1.4, -2.35]])
+
+
 _QUANTIZED = np.array([[12, -7, 100], [-128, 5, 0], [3, 127, -40], [9, -9, 1]], dtype=np.int8)
+
+
 _CONDITION = np.array([[True], [False], [True]])
+
+
 _TIES_A = np.array([1.0, -0.5, 2.0, 0.25])
+
+
 _TIES_B = np.array([1.0, 0.75, 2.0, -1.0])  # ties at positions 0 and 2
+
 
 CASES = [
     # ---------------------------------------------------------------- arithmetic with broadcasting
@@ -541,131 +492,3 @@ CASES = [
         [randn(4, 3), randn(3), randn(3), randn(3), positive(3)],
     ),
 ]
-
-
-def _recorded_op_types(case: Case) -> set[str]:
-    """The ONNX op types on the autograd graph that ``case`` records (read before any backward)."""
-    tensors = [onnxnn.tensor(array, dtype=onnxnn.float64, requires_grad=True) for array in case.inputs]
-    output = case.function(*tensors)
-    found, stack, seen = set(), [output.grad_fn], set()
-    while stack:
-        function = stack.pop()
-        if function is None or id(function) in seen:
-            continue
-        seen.add(id(function))
-        node = getattr(function, "node", None)
-        if node is not None:
-            found.add(node.op_type)
-        stack.extend(edge[0] for edge in function.next_functions if edge is not None)
-    return found
-
-
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
-def test_gradient_matches_finite_differences(case: Case) -> None:
-    check_gradients(case.function, case.inputs, **case.options)
-
-
-def test_case_ids_are_unique() -> None:
-    ids = [case.id for case in CASES]
-    assert len(ids) == len(set(ids))
-
-
-def test_every_gradient_rule_has_a_case() -> None:
-    covered = set()
-    for case in CASES:
-        covered |= _recorded_op_types(case)
-    missing = set(gradient_rules.op_types()) - set(COVERED_ELSEWHERE) - covered
-    assert not missing, f"gradient rules without a finite-difference case: {sorted(missing)}"
-
-
-@pytest.mark.parametrize("op_type", sorted(COVERED_ELSEWHERE))
-def test_rules_covered_elsewhere_are_checked_there(op_type: str) -> None:
-    source = (Path(__file__).parents[1] / COVERED_ELSEWHERE[op_type]).read_text()
-    assert "check_gradients" in source and f'"{op_type}"' in source
-
-
-def test_big_inputs_use_the_directional_check() -> None:
-    # Above the exhaustive limit the check compares <J v, u> along a random direction.
-    check_gradients(lambda a, b: (a @ b).tanh(), [randn(12, 10), randn(10, 9)])
-
-
-# ---------------------------------------------------------------- higher order
-
-
-def _first_gradient(function: Callable, cotangent: np.ndarray) -> Callable:
-    """x -> d<function(x), cotangent>/dx, recorded with create_graph so it is differentiable again."""
-
-    def gradient(x):
-        with onnxnn.enable_grad():
-            leaf = x if x.requires_grad else x.detach().requires_grad_()
-            output = function(leaf)
-            (result,) = onnxnn.autograd.grad(
-                output, leaf, onnxnn.tensor(cotangent, dtype=output.dtype), create_graph=True
-            )
-        # Differentiated again only when the caller's x carries history; otherwise a plain value.
-        return result if x.requires_grad else result.detach()
-
-    return gradient
-
-
-SECOND_ORDER_CASES = [
-    ("tanh", lambda x: x.tanh(), randn(2, 3)),
-    ("sigmoid", lambda x: x.sigmoid(), randn(2, 3)),
-    ("exp_times_sin", lambda x: x.exp() * x.sin(), randn(4)),
-    ("log", lambda x: x.log(), positive(3)),
-    ("pow_tensor_exponent", lambda x: x**x, positive(3)),
-    ("softmax", lambda x: x.softmax(-1), randn(2, 3)),
-    ("log_softmax", lambda x: x.log_softmax(0), randn(3, 2)),
-    ("matmul_with_itself", lambda x: x @ x, randn(3, 3)),
-    ("div", lambda x: 1.0 / (x * x + 1.0), randn(4)),
-    ("gelu_tanh", lambda x: onnxnn.gelu(x, approximate="tanh"), randn(4)),
-    ("norm_then_sqrt", lambda x: (x * x).sum(1).sqrt(), randn(2, 3)),
-    ("norm_reduce_l2", lambda x: x.norm(dim=0), randn(3, 2)),
-    ("prod", lambda x: x.prod(1), nonzero(2, 3)),
-    ("pow_scalar_exponent", lambda x: x**3.0, randn(3)),
-    ("gemm_transposed", lambda x: op("Gemm", x, x, x, transB=1, alpha=0.5), randn(2, 2)),
-    ("strided_slice_of_square", lambda x: slice_axis(x * x, 0, 0, 5, 2), randn(5)),
-    ("padded_square", lambda x: pad_constant(x * x, [1, 2]), randn(3)),
-]
-
-
-@pytest.mark.parametrize("name, function, x", SECOND_ORDER_CASES, ids=[c[0] for c in SECOND_ORDER_CASES])
-def test_second_derivative_matches_differences_of_the_gradient(name, function, x) -> None:
-    with onnxnn.no_grad():
-        shape = function(onnxnn.tensor(x)).shape
-    cotangent = np.random.default_rng(7).standard_normal(shape)
-    check_gradients(_first_gradient(function, cotangent), [x], rtol=1e-4, atol=1e-6)
-
-
-def test_third_derivative_of_tanh() -> None:
-    def third(x):
-        with onnxnn.enable_grad():
-            leaf = x if x.requires_grad else x.detach().requires_grad_()
-            (first,) = onnxnn.autograd.grad(leaf.tanh().sum(), leaf, create_graph=True)
-            (second,) = onnxnn.autograd.grad(first.sum(), leaf, create_graph=True)
-            (result,) = onnxnn.autograd.grad(second.sum(), leaf, create_graph=True)
-        return result if x.requires_grad else result.detach()
-
-    x = np.array([-0.7, 0.1, 0.9])
-    t = np.tanh(x)
-    # d^3/dx^3 tanh = -2 (1 - t^2) (1 - 3 t^2)
-    np.testing.assert_allclose(third(onnxnn.tensor(x)).numpy(), -2 * (1 - t**2) * (1 - 3 * t**2), rtol=1e-10)
-    check_gradients(third, [x], rtol=1e-4, atol=1e-6)
-
-
-def test_a_second_rule_for_one_op_type_is_refused_naming_both():
-    from onnxnn.ir.registry import Registry
-
-    rules = Registry("gradient rule")
-
-    @rules.register("Sin")
-    def first(ctx, g):
-        return (g,)
-
-    with pytest.raises(ValueError, match=r"two gradient rules for op_type 'Sin'.*first.*second"):
-
-        @rules.register("Sin")
-        def second(ctx, g):
-            return (g,)
-
-    assert rules.get("Sin") is first
