@@ -52,10 +52,17 @@ class RemovableHandle:
 
     _next_id = 0
 
-    def __init__(self, *hooks_dicts: dict):
-        self._refer_to(hooks_dicts)
+    def __init__(self, *hooks_dicts: dict, extra_dict: dict | list | None = None):
+        # PyTorch's form is (hooks_dict, extra_dict=dict or list of dicts); onnxnn's own callers
+        # pass every dict positionally. Removing takes the id out of all of them.
+        extra = [extra_dict] if isinstance(extra_dict, dict) else list(extra_dict or ())
+        self._refer_to([*hooks_dicts, *extra])
         self.id = RemovableHandle._next_id
         RemovableHandle._next_id += 1
+
+    def hooks_dict_ref(self) -> dict | None:
+        """The dict the hook was registered in, or None once it is gone (PyTorch's weak reference)."""
+        return self.hooks_dicts[0]() if self.hooks_dicts else None
 
     def _refer_to(self, hooks_dicts) -> None:
         self.hooks_dicts = [weakref.ref(d) if _weakrefable(d) else (lambda d=d: d) for d in hooks_dicts]

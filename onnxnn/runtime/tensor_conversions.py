@@ -9,6 +9,8 @@ Kept apart from ``tensor.py`` (identity, autograd, in-place writes) so each file
 from __future__ import annotations
 
 import builtins
+import functools
+import weakref
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -18,9 +20,11 @@ from ..ir.device import as_device, require_usable
 from ..ir.graph import constant
 from ..ir.mode import MODE
 from . import creation
+from .aliases import ALIAS_GROUPS
 from . import tensor as _tensor  # circular (Tensor subclasses TensorConversions): attributes are read at call time
 from .device_sessions import upload
 from .realization import data_of
+from .views import view_root
 
 if TYPE_CHECKING:
     from ..ir.graph import Value
@@ -203,13 +207,53 @@ class TensorConversions:
         return self.to(_dtypes.bool)
 
     def share_memory_(self) -> Tensor:
+        # Values are immutable and every process gets them by pickling, so there is nothing to move;
+        # only the storage's mark is kept, for is_shared.
+        if not _marked_shared(self):
+            reference = weakref.ref(self, functools.partial(_forget_shared, id(self)))
+            _SHARED[id(self)] = (reference, self._value.dtype, self._value.device)
         return cast("Tensor", self)
 
     def is_shared(self) -> builtins.bool:
-        return False
+        """Whether ``share_memory_()`` was called on this tensor's storage: on the tensor itself, on
+        a tensor sharing its value (``.data``, ``detach()``) or on the root it is a view of."""
+        if not _SHARED:
+            return False
+        if _marked_shared(self):
+            return True
+        root = view_root(self)
+        return root is not None and _marked_shared(root)
 
     def pin_memory(self) -> Tensor:
         return cast("Tensor", self)
+
+
+# id(tensor) -> (weak reference, dtype, device), for each tensor whose share_memory_() was called (by
+# id, never an attribute: a copy or a pickle of the tensor is a new storage, not shared). A storage
+# keeps its dtype and device: a marked tensor given another (``module.double()`` rebinds
+# ``param.data``) has a new storage, not the shared one.
+_SHARED: dict[int, tuple] = {}
+
+
+def _forget_shared(key: int, _reference) -> None:
+    _SHARED.pop(key, None)  # collected: its id may be reused by a new tensor
+
+
+def _marked_shared(tensor) -> builtins.bool:
+    """Whether ``tensor`` or a live tensor of its alias group (``aliases.py``) was marked shared."""
+    if _marked(tensor):
+        return True
+    group = ALIAS_GROUPS.get(id(tensor)) if ALIAS_GROUPS else None
+    for member_reference in () if group is None else group.values():
+        member = member_reference()
+        if member is not None and member is not tensor and _marked(member):
+            return True
+    return False
+
+
+def _marked(tensor) -> builtins.bool:
+    mark = _SHARED.get(id(tensor))
+    return mark is not None and mark[0]() is tensor and mark[1:] == (tensor._value.dtype, tensor._value.device)
 
 
 # ``Tensor.type``'s names: "Float" for onnxnn.float32, as scalar_type_name gives them.

@@ -262,6 +262,6 @@ def test_parameter_dict_errors_and_repr():
     assert list(pdict) == ["w"]  # failed insertions leave no key behind
     with pytest.raises(ValueError, match="ParameterDict update sequence element #0 has length 1; 2 is required"):
         pdict.update([("only",)])
-    assert repr(pdict) == "ParameterDict(  (w): Parameter containing: [onnxnn.float32 of size 2])"
+    assert repr(pdict) == "ParameterDict(  (w): Parameter containing: [onnxnn.FloatTensor of size 2])"
     with pytest.raises(RuntimeError, match="ParameterDict should not be called."):
         pdict(onnxnn.ones(1))

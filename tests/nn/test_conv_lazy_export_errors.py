@@ -276,7 +276,6 @@ LAZY_CASES = [
 ]
 
 
-@pytest.mark.filterwarnings("ignore:Lazy modules are a new feature")
 @pytest.mark.parametrize(
     "lazy_cls, args, input_shape, becomes, weight_shape", LAZY_CASES, ids=[c[0].__name__ for c in LAZY_CASES]
 )
@@ -302,7 +301,6 @@ def test_lazy_conv_takes_in_channels_from_the_first_input(lazy_cls, args, input_
         np.testing.assert_array_equal(out.detach().numpy(), eager(onnxnn.tensor(x)).detach().numpy())
 
 
-@pytest.mark.filterwarnings("ignore:Lazy modules are a new feature")
 def test_optimizer_built_before_the_first_forward_trains_the_materialized_parameters():
     layer = nn.LazyConv2d(3, 2)
     optimizer = onnxnn.optim.SGD(layer.parameters(), lr=0.5)
@@ -314,7 +312,6 @@ def test_optimizer_built_before_the_first_forward_trains_the_materialized_parame
     np.testing.assert_allclose(_values(layer.weight), before - 0.5 * gradient, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.filterwarnings("ignore:Lazy modules are a new feature")
 def test_lazy_conv_state_dict_before_and_after_loading():
     layer = nn.LazyConv1d(4, 3)
     state = layer.state_dict()
@@ -329,7 +326,6 @@ def test_lazy_conv_state_dict_before_and_after_loading():
     assert type(layer) is nn.Conv1d and layer.in_channels == 0
 
 
-@pytest.mark.filterwarnings("ignore:Lazy modules are a new feature")
 @pytest.mark.parametrize(
     "call, error, message",
     [
@@ -351,9 +347,8 @@ def test_lazy_conv_errors_in_pytorch_words(call, error, message):
     assert message in str(info.value)
 
 
-def test_lazy_conv_warns_as_pytorch_does_and_reprs_before_initialization():
-    with pytest.warns(UserWarning, match="Lazy modules are a new feature"):
-        layer = nn.LazyConv2d(8, 3, groups=2)
+def test_lazy_conv_reprs_before_initialization():
+    layer = nn.LazyConv2d(8, 3, groups=2)
     assert repr(layer) == "LazyConv2d(0, 8, kernel_size=(3, 3), stride=(1, 1), groups=2)"
     assert repr(layer.weight) == "<UninitializedParameter>"
 

@@ -17,7 +17,6 @@ import onnxnn
 from onnxnn import nn
 from tests.nn.layer_checks import EXECUTORS, exported_output
 
-pytestmark = pytest.mark.filterwarnings("ignore:Lazy modules are a new feature")
 RNG = np.random.default_rng(0)
 
 # lazy class, keyword arguments, input shape, the class it becomes, eager constructor arguments
@@ -180,8 +179,3 @@ def test_lazy_linear_exports_after_its_first_forward():
     layer.train()(x)
     expected = layer.eval()(x).detach().numpy()
     np.testing.assert_allclose(exported_output(layer, x), expected, rtol=1e-5, atol=1e-6)
-
-
-def test_lazy_warns_as_pytorch_does():
-    with pytest.warns(UserWarning, match="Lazy modules are a new feature"):
-        nn.LazyLinear(3)

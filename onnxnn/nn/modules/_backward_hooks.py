@@ -20,6 +20,12 @@ from ._wrapped_hook import _WrappedHook
 
 __all__ = ["BackwardHook", "BackwardHookFunction", "attach_non_full_backward_hooks"]
 
+_NO_INPUT_GRAD_WARNING = (
+    "Full backward hook is firing when gradients are computed with respect to module outputs since no "
+    "inputs require gradients. See https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
+    "#torch.nn.Module.register_full_backward_hook for more details."
+)
+
 
 class BackwardHookFunction(Function):
     """The identity that module backward hooks attach to (PyTorch's ``BackwardHookFunction``).
@@ -149,7 +155,9 @@ class BackwardHook:
                 self.grad_outputs = tuple(replaced)
             local_grad_outputs = self.grad_outputs
             if self.input_tensors_index is None:
-                # No input requires grad: no input node will run, so the hooks run here.
+                # No input requires grad: no input node will run, so the hooks run here, with
+                # PyTorch's warning that they fire for the outputs' gradients.
+                warnings.warn(_NO_INPUT_GRAD_WARNING, stacklevel=2)
                 grad_inputs = self._pack_with_none([], [], self.n_inputs)
                 for user_hook in self.user_hooks:
                     replaced = user_hook(self.module, grad_inputs, self.grad_outputs)

@@ -5,9 +5,11 @@ order, then persistent buffers, then ``_extra_state``), children after their par
 
 ``load_state_dict`` never leaves a module half-loaded (DESIGN principle 8): every module first
 *plans* its copies in ``_load_from_state_dict`` (the override point keeps PyTorch's signature) and
-all checks run before anything is written. If a load post-hook leaves strict errors behind, the
-copies already made are rolled back: in-place writes are rebindings, so restoring is rebinding
-the previous values.
+all checks run before anything is written. The valid copies are then made and the load post-hooks
+run (also when a size mismatch makes the load fail, as in PyTorch); if the load fails after all,
+the copies are rolled back: in-place writes are rebindings, so restoring is rebinding the previous
+values. ``set_extra_state`` runs last, once nothing else can fail, so a failed load never calls it
+(and ``get_extra_state`` is never called to undo it).
 """
 
 from __future__ import annotations
@@ -57,6 +59,15 @@ class _PublicStateDictPostHook:
             raise RuntimeError("state_dict post-hook must return None")
 
 
+def _mark_public(hook: Callable) -> None:
+    """Marks ``hook`` as a public state_dict post-hook, on the function itself as PyTorch does, so that
+    registering it again through the private form (whose hooks may return a value) is refused."""
+    try:
+        hook._from_public_api = True  # type: ignore[attr-defined]  # PyTorch's mark, read by other code too
+    except AttributeError:  # a bound method or a builtin takes no attribute (PyTorch would fail here)
+        pass
+
+
 class _LoadPlan:
     """The writes a running ``load_state_dict`` has validated, applied only once all checks pass."""
 
@@ -99,10 +110,6 @@ class _Undo:
         else:
             saved = save_state(current)
             self.steps.append(lambda: restore_state(current, saved))
-
-    def record_extra_state(self, module) -> None:
-        previous = module.get_extra_state()
-        self.steps.append(lambda: module.set_extra_state(previous))
 
     def undo(self) -> None:
         for step in reversed(self.steps):
@@ -219,12 +226,18 @@ class StateDictMixin:
 
         The hook may modify ``state_dict`` in place.
         """
+        _mark_public(hook)
         handle = RemovableHandle(self._state_dict_hooks)
         self._state_dict_hooks[handle.id] = _PublicStateDictPostHook(hook)
         return handle
 
     def _register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
         # The older private form: the hook may return a new state_dict.
+        if getattr(hook, "_from_public_api", False):
+            raise RuntimeError(
+                "Cannot register the same function as the state dict post hook that was "
+                "previously registered via register_state_dict_post_hook"
+            )
         return add_hook(self._state_dict_hooks, hook)
 
     # ------------------------------------------------------------------------ loading
@@ -324,7 +337,8 @@ class StateDictMixin:
         """Copies parameters and buffers from ``state_dict`` into this module and its descendants.
 
         Everything is checked before anything is written: a load that raises leaves the model
-        exactly as it was.
+        exactly as it was. ``set_extra_state`` runs last; if one raises, the tensors are restored
+        but the extra states set before it stay set (their previous values are never asked for).
 
         Args:
             state_dict: a mapping of dotted keys to tensors (as returned by :meth:`state_dict`).
@@ -378,18 +392,16 @@ class StateDictMixin:
         finally:
             _ACTIVE.plan = previous
 
-        if error_msgs:
-            raise RuntimeError(self._load_error_message(strict, missing_keys, unexpected_keys, error_msgs))
-
+        # The validated writes are applied before the post-hooks, which see the loaded tensors as in
+        # PyTorch and may clear (or add) incompatible keys; they run even when a size mismatch makes
+        # the load fail, as PyTorch's do. A load that fails after all is rolled back. The extra
+        # states are set last, once nothing else can fail: getting them to undo a setter would call
+        # get_extra_state, which PyTorch's load never does.
         undo = _Undo()
         try:
             for module, name, current, value, is_parameter, assign_flag in plan.writes:
                 undo.record_write(module, name, current, is_parameter, assign_flag)
                 _apply_write(module, name, current, value, is_parameter, assign_flag)
-            for module, extra_state in plan.extra_states:
-                if module._has_extra_state_getter():
-                    undo.record_extra_state(module)
-                module.set_extra_state(extra_state)
             incompatible_keys = _IncompatibleKeys(missing_keys, unexpected_keys)
             for module in modules_in_order:
                 for hook in module._load_state_dict_post_hooks.values():
@@ -398,8 +410,10 @@ class StateDictMixin:
                         "Hooks registered with ``register_load_state_dict_post_hook`` are not expected to "
                         "return new values, if incompatible_keys need to be modified, it should be done inplace."
                     )
-            if strict and (missing_keys or unexpected_keys):
-                raise RuntimeError(self._load_error_message(strict, missing_keys, unexpected_keys, []))
+            if error_msgs or (strict and (missing_keys or unexpected_keys)):
+                raise RuntimeError(self._load_error_message(strict, missing_keys, unexpected_keys, error_msgs))
+            for module, extra_state in plan.extra_states:
+                module.set_extra_state(extra_state)
         except BaseException:
             undo.undo()
             raise

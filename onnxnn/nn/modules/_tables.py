@@ -12,6 +12,13 @@ assignment, ``del``, ``pop``, ``update``, ``clear``...) updates the mirrors, so 
 ``module._parameters[name]`` directly, as PyTorch's utilities do, stays correct, and
 ``Module.__getattr__`` remains for anything else. Each change is also counted in the owners'
 instance dicts (``_forward_replay.changed``): a replayed forward must not outlive what it read.
+
+A whole table replaced is re-mirrored too: ``Module.__setattr__`` installs it, and so does
+``object.__setattr__(module, "_parameters", table)`` (code restoring state past the module's own
+``__setattr__``), which finds the class's ``TableSlot``. The slot has no ``__get__``, so reading
+``module._parameters`` still finds the instance dict's entry at once, with no Python call. A table
+written straight into ``module.__dict__`` runs no code at all and is not mirrored: the old
+entries stay readable as attributes until the table is installed by one of the two ways above.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from collections import OrderedDict
 
 from ._forward_replay import changed
 
-__all__ = ["TABLE_NAMES", "MirroredTable", "install_table"]
+__all__ = ["TABLE_NAMES", "MirroredTable", "TableSlot", "install_table"]
 
 TABLE_NAMES = frozenset({"_parameters", "_buffers", "_modules"})
 _MISSING = object()
@@ -134,3 +141,27 @@ def install_table(module, name: str, table) -> MirroredTable:
     table.bind(module)
     changed(state)
     return table
+
+
+class TableSlot:
+    """``Module``'s class attribute for each table: ``object.__setattr__`` and ``object.__delattr__``
+    of a table name come here, so the mirrors follow a table set past ``Module.__setattr__``.
+
+    Only setting and deleting are intercepted (a data descriptor without ``__get__``): reads find
+    the instance dict's table directly (see the module docstring).
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __set__(self, module, table) -> None:
+        install_table(module, self.name, table)
+
+    def __delete__(self, module) -> None:
+        state = module.__dict__
+        if self.name not in state:
+            raise AttributeError(f"'{type(module).__name__}' object has no attribute '{self.name}'")
+        previous = state.pop(self.name)
+        if isinstance(previous, MirroredTable):
+            previous.unbind(module)
+        changed(state)

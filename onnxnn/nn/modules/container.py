@@ -6,10 +6,12 @@ import operator
 from collections import OrderedDict
 from collections import abc as container_abcs
 from itertools import chain, islice
-from typing import Any, Iterable, Iterator, Mapping, overload
+from typing import Any, Callable, Iterable, Iterator, Mapping, overload
 
 from ...runtime.tensor import Tensor
+from ...runtime.type_queries import typename
 from ..parameter import Parameter
+from ._tables import TABLE_NAMES
 from .module import Module, _addindent
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
@@ -340,12 +342,14 @@ class ModuleDict(Module):
             self[pair[0]] = pair[1]  # type: ignore[index]  # a (key, value) pair
 
 
-def _tensor_summary(value) -> str:
+def _tensor_summary(value, type_name: Callable[[Tensor], Any] = operator.attrgetter("dtype")) -> str:
+    """One line of a parameter container's repr; ``type_name`` names a tensor's type (ParameterList
+    writes its dtype, ParameterDict ``typename``'s ``onnxnn.FloatTensor``, as PyTorch's do)."""
     if isinstance(value, Tensor):
         size = "x".join(str(s) for s in value.size())
         device = f" ({value.device})" if value.device.type == "cuda" else ""
         kind = "Parameter" if isinstance(value, Parameter) else "Tensor"
-        return f"{kind} containing: [{value.dtype} of size {size}{device}]"
+        return f"{kind} containing: [{type_name(value)} of size {size}{device}]"
     return "Object of type: " + type(value).__name__
 
 
@@ -448,6 +452,11 @@ class ParameterDict(Module):
     def __setitem__(self, key: str, value: Any) -> None:
         # Every way of adding to the dict ends here, so this is where tensors become Parameters.
         attr = self._key_to_attr(key)
+        if attr in TABLE_NAMES:  # the attribute would replace the module's own table
+            raise AttributeError(
+                f"'{key}' cannot be a key of a ParameterDict: its entries are attributes of the "
+                "module, and this name is the module's own table of parameters, buffers or submodules"
+            )
         if isinstance(value, Tensor) and not isinstance(value, Parameter):
             value = Parameter(value)
         setattr(self, attr, value)
@@ -541,7 +550,7 @@ class ParameterDict(Module):
                 self[pair[0]] = pair[1]  # type: ignore[index]  # a (key, value) pair
 
     def extra_repr(self) -> str:
-        return "\n".join(f"  ({key}): " + _tensor_summary(value) for key, value in self.items())
+        return "\n".join(f"  ({key}): " + _tensor_summary(value, typename) for key, value in self.items())
 
     def __call__(self, input):
         raise RuntimeError("ParameterDict should not be called.")

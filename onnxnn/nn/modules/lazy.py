@@ -12,7 +12,6 @@ everything is materialized the module becomes its ``cls_to_become`` (``LazyConv2
 from __future__ import annotations
 
 import itertools
-import warnings
 
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Callable, TypeGuard
@@ -164,11 +163,6 @@ class LazyModuleMixin:
         super().__init__(*args, **kwargs)
         self._load_hook = self._register_load_state_dict_pre_hook(self._lazy_load_hook)
         self._initialize_hook = self.register_forward_pre_hook(self._infer_parameters, with_kwargs=True)
-        warnings.warn(
-            "Lazy modules are a new feature under heavy development so changes to the API or "
-            "functionality can happen at any moment.",
-            stacklevel=2,
-        )
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         # Uninitialized parameters are saved as themselves (they have no values to detach).

@@ -21,7 +21,7 @@ from . import _forward_replay, _hooks
 from ._conversion import ConversionMixin
 from ._forward_replay import replays as _replays
 from ._parameter_lists import parameters_of
-from ._tables import TABLE_NAMES, MirroredTable, install_table
+from ._tables import TABLE_NAMES, MirroredTable, TableSlot, install_table
 from ._hooks import (
     _global_backward_hooks,
     _global_backward_pre_hooks,
@@ -514,3 +514,9 @@ class Module(TreeWalksMixin, ModuleHooksMixin, StateDictMixin, ConversionMixin):
             else:
                 text += "\n  " + "\n  ".join(lines) + "\n"
         return text + ")"
+
+
+# Set after the class body, whose type annotations (on the mixins) say what reading a table gives:
+# the slots only route ``object.__setattr__`` of a whole table to install_table (see _tables.py).
+for _table_name in sorted(TABLE_NAMES):
+    setattr(Module, _table_name, TableSlot(_table_name))

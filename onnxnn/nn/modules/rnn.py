@@ -438,10 +438,6 @@ class RNN(RNNBase):
     def forward(self, input, hx: Tensor | None = None):
         return self._forward(input, hx, "RNN")
 
-    def extra_repr(self) -> str:
-        text = super().extra_repr()
-        return text if self.nonlinearity == "tanh" else text + f", nonlinearity={self.nonlinearity}"
-
 
 class LSTM(RNNBase):
     """A long short-term memory network, PyTorch's gate order (input, forget, cell, output).
