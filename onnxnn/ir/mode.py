@@ -8,10 +8,12 @@ take over, and the scoped states of a trace being recorded. The public switches
 Grad mode is per thread, as PyTorch's is (``MODE.grad.enabled``; a new thread starts with
 gradients enabled). So are the executor, eager mode and the fast path inside ``set_executor`` and
 ``set_fast_path`` blocks (``ModeSwitch``; outside them a thread has the process's), the trace
-being recorded (``traced``), and the depths of blocks that change what recording and realization
-do (a running backward, an export: ``GradMode``). The other modes are per process. ``MODE`` is a plain object because
-recording reads it for every op, and a thread-local attribute costs several times a plain one:
-those attributes are plain while no thread is inside such a block.
+being recorded (``traced``), the observer of recorded nodes inside ``observing`` blocks (a
+checkpoint's; outside them a thread has the process's, a profiler's), and the depths of blocks that
+change what recording and realization do (a running backward, an export: ``GradMode``). The other
+modes are per process. ``MODE`` is a plain object because recording reads it for every op, and a
+thread-local attribute costs several times a plain one: those attributes are plain while no thread
+is inside such a block.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import operator
 import os
 import threading
-from typing import TypeVar
+from typing import Callable, TypeVar
 
 __all__ = [
     "Mode",
@@ -27,6 +29,8 @@ __all__ = [
     "MODE",
     "ModeSwitch",
     "traced",
+    "observing",
+    "process_observer",
     "EXECUTORS",
     "fast_path_from_environment",
     "switched_on_in_environment",
@@ -85,7 +89,9 @@ class Mode:
             calling thread (``traced``), else None.
         observer: a callable ``observer(node, outputs)`` told of every node recorded through
             ``runtime.recording`` (the profiler's and graph tracers' attribution of nodes to the
-            module that recorded them), else None. Replayed backwards create their nodes in
+            module that recorded them), else None. The calling thread's: its innermost
+            ``observing`` block's, else the process's. Assigning it sets the process's (the
+            profiler's, which watches every thread). Replayed backwards create their nodes in
             generated code and are not observed.
         profiler: the active ``onnxnn.profiler`` collector, else None. Realization hands it the
             targets to plan, compile and run with timings (``realize(targets)``), and backward
@@ -154,17 +160,18 @@ MODE = Mode()
 
 class _ThreadSwitches(threading.local):
     """Per thread, the values the thread's innermost ``ModeSwitch`` block gave ``executor``, ``eager``
-    and ``fast_path``, and its ``traced`` block's trace; None where it is in no such block (the
-    process's value holds: for ``trace``, None)."""
+    and ``fast_path``, its ``traced`` block's trace and its ``observing`` block's observer; None where
+    it is in no such block (the process's value holds: for ``trace``, None)."""
 
     executor: str | None = None
     eager: bool | None = None
     fast_path: bool | None = None
     trace: RecordingTrace | None = None
+    observer: Callable | None = None
 
 
 _THREAD_SWITCHES = _ThreadSwitches()
-_PROCESS_SLOTS = {name: Mode.__dict__[name] for name in ("executor", "eager", "fast_path", "trace")}
+_PROCESS_SLOTS = {name: Mode.__dict__[name] for name in ("executor", "eager", "fast_path", "trace", "observer")}
 
 
 def _per_thread(name: str) -> property:
@@ -183,21 +190,22 @@ def _per_thread(name: str) -> property:
 
 
 class _ModeInBlocks(Mode):
-    """``MODE``'s class while some thread is inside a ``ModeSwitch`` or ``traced`` block: its switches
-    and trace are then read per thread. While no thread is, they are ``Mode``'s plain attributes
-    (recording reads ``eager`` and ``trace`` for every op, and a property with a thread-local lookup
-    costs about 0.1 us)."""
+    """``MODE``'s class while some thread is inside a ``ModeSwitch``, ``traced`` or ``observing``
+    block: its switches, trace and observer are then read per thread. While no thread is, they are
+    ``Mode``'s plain attributes (recording reads ``eager``, ``trace`` and ``observer`` for every op,
+    and a property with a thread-local lookup costs about 0.1 us)."""
 
     __slots__ = ()
     executor = _per_thread("executor")  # type: ignore[assignment]
     eager = _per_thread("eager")  # type: ignore[assignment]
     fast_path = _per_thread("fast_path")  # type: ignore[assignment]
     trace = _per_thread("trace")  # type: ignore[assignment]
+    observer = _per_thread("observer")  # type: ignore[assignment]
 
 
 # Guards the blocks' bookkeeping: entering and leaving blocks, and the process's values.
 _SWITCHING = threading.Lock()
-_open_blocks = [0]  # ModeSwitch and traced blocks entered and not yet left, in every thread
+_open_blocks = [0]  # ModeSwitch, traced and observing blocks entered and not yet left, in every thread
 
 
 def _block_opened() -> None:
@@ -329,6 +337,47 @@ class traced:
         with _SWITCHING:
             _THREAD_SWITCHES.trace = self._previous
             _block_closed()
+
+
+class observing:
+    """Within this block the nodes the calling thread records are told to ``observer`` (``MODE.observer``
+    in this thread; a checkpoint's recorder). Per thread: other threads' recording is not, and
+    blocks in several threads may open and close in any order. The observer passes each node on
+    to ``beneath`` (the observer this block hides), so an enclosing block's observer and the
+    process's (a profiler's) still see it.
+    """
+
+    __slots__ = ("observer", "_previous")
+
+    def __init__(self, observer: Callable):
+        self.observer = observer
+        self._previous: Callable | None = None
+
+    def __enter__(self) -> "observing":
+        with _SWITCHING:
+            self._previous = _THREAD_SWITCHES.observer
+            _THREAD_SWITCHES.observer = self.observer
+            _block_opened()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        with _SWITCHING:
+            _THREAD_SWITCHES.observer = self._previous
+            _block_closed()
+
+    def beneath(self, node, outputs) -> None:
+        """Tells ``node`` to the observer this block hides: the thread's enclosing block's, else the
+        process's as it is now (a profiler window may open or close while the block is open)."""
+        observer = self._previous
+        if observer is None:
+            observer = process_observer()
+        if observer is not None:
+            observer(node, outputs)
+
+
+def process_observer() -> Callable | None:
+    """The process's observer (``MODE.observer`` as a thread outside ``observing`` blocks reads it)."""
+    return _PROCESS_SLOTS["observer"].__get__(MODE, Mode)
 
 
 class RecordingTrace:

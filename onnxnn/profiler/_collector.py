@@ -13,6 +13,11 @@ While a window is open the collector is ``MODE.profiler`` and ``MODE.observer``:
   node-by-node loop;
 - backward passes report their span (``begin_range``/``end_range`` from the autograd engine).
 
+A window watches every thread, not only the one that opened it (PyTorch's records that thread's
+ops only): its observer is the process's (a thread inside an ``observing`` block, a checkpoint,
+passes its nodes on to it), each thread's module stack and ranges are its own, and every event
+carries the thread that ran it.
+
 The fast path is switched off while a window is open (its results are bitwise the same): replayed
 backwards create their nodes in generated code, which neither the observer nor the node timings
 would see.
@@ -30,7 +35,7 @@ import time
 import traceback
 
 from ..ir.executors import executor
-from ..ir.mode import MODE
+from ..ir.mode import MODE, process_observer
 from ..ir.plan import assign_results, plan
 from ..ir.model_building import build_model
 from ..nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
@@ -160,8 +165,10 @@ class Collector:
     # ------------------------------------------------------------ installing the hooks
 
     def install(self) -> None:
-        """Becomes ``MODE.profiler`` and ``MODE.observer`` (chaining the observer found there)."""
-        previous = MODE.observer
+        """Becomes ``MODE.profiler`` and the process's ``MODE.observer`` (chaining the one found there;
+        not the calling thread's ``observing`` block's, which ends with its block and passes its
+        thread's nodes on to the process's)."""
+        previous = process_observer()
         self._saved = (MODE.profiler, previous, MODE.fast_path)
         if previous is None:
             MODE.observer = self.observe

@@ -4,16 +4,29 @@ that keep one (leaves, and non-leaves that retain it).
 The engine (``runtime/backward.py``) calls these as gradients reach a leaf's ``AccumulateGrad``
 or an output of a node with tensor hooks or a retained gradient. Hooks may replace the gradient;
 what they return is checked as PyTorch checks it.
+
+Backwards in several threads may reach the same leaf (threads training one shared model): each
+adds to its ``.grad`` under ``GRADIENT_LOCK``, as PyTorch's ``AccumulateGrad`` does under its mutex,
+so every contribution is kept; only the order of the additions varies.
 """
 
 from __future__ import annotations
+
+import threading
 
 from ..ir.graph import hold
 from . import tensor as _tensor  # circular (tensor imports backward, which imports this): read at call time
 from .autograd import AccumulateGrad, Function, sum_to_shape
 from .grad_mode import no_grad
 
-__all__ = ["apply_hooks", "node_hook_result", "output_gradient_hooks", "accumulate", "add_to_grad"]
+__all__ = ["apply_hooks", "node_hook_result", "output_gradient_hooks", "accumulate", "add_to_grad", "GRADIENT_LOCK"]
+
+# Held while a backward reads a ``.grad`` and writes its sum back: around each accumulation of the
+# general driver, and around a whole replayed backward (``fastpath/backward_replay.py``), whose
+# generated code reads the leaves' gradients first and writes them last. One lock for every leaf:
+# what it guards is recording nodes, which holds the GIL anyway. Reentrant: a traced backward runs
+# the general driver while holding it.
+GRADIENT_LOCK = threading.RLock()
 
 
 def apply_hooks(hooks, value):
@@ -105,15 +118,17 @@ def add_to_grad(tensor, gradient, create_graph: bool) -> None:
     """``tensor.grad`` plus ``gradient`` (``gradient`` itself, stored, when there is none yet).
 
     Writes ``_grad``, past the ``grad`` setter's checks: the gradient fits the tensor already.
+    Under ``GRADIENT_LOCK``: another thread's backward may be adding to the same ``.grad``.
     """
-    stored = tensor._grad
-    if stored is None:
-        tensor._grad = _stored_gradient(gradient, create_graph)
-    elif create_graph:
-        tensor._grad = stored + gradient
-    else:
-        with no_grad():
-            stored._rebind((stored + gradient)._value)
+    with GRADIENT_LOCK:
+        stored = tensor._grad
+        if stored is None:
+            tensor._grad = _stored_gradient(gradient, create_graph)
+        elif create_graph:
+            tensor._grad = stored + gradient
+        else:
+            with no_grad():
+                stored._rebind((stored + gradient)._value)
 
 
 def _stored_gradient(gradient, create_graph: bool):

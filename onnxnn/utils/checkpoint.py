@@ -56,12 +56,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import threading
 import warnings
 from typing import Any, Callable, ContextManager, Iterable, Iterator, Tuple
 
 from ..ir import random as _random
-from ..ir.mode import MODE
+from ..ir.mode import observing
 from ..nn.modules.container import Sequential
 from ..runtime.autograd import FREED_MESSAGE, AccumulateGrad
 from ..runtime.backward import grad, run_backward
@@ -224,30 +223,27 @@ class _Branch:
 class _Recorder:
     """Collects what the calling thread records while it is active: the output values of every node
     (to tell the backward functions made inside a checkpoint from those outside), and the op types
-    and ``(shape, dtype, device)`` of those values in order (for the determinism check)."""
+    and ``(shape, dtype, device)`` of those values in order (for the determinism check).
+
+    Its observer is the thread's own (``ir.mode.observing``): checkpoints in several threads open
+    and close in any order, and each sees its own thread's recording only.
+    """
 
     def __init__(self):
         self.values: set = set()
         self.metadata: list = []
         self.ops: list = []
-        self._previous = None
-        self._thread = 0
+        self._block = observing(self._observe)
 
     def __enter__(self) -> "_Recorder":
-        self._previous = MODE.observer
-        self._thread = threading.get_ident()
-        MODE.observer = self._observe
+        self._block.__enter__()
         return self
 
     def __exit__(self, *exc_info) -> None:
-        MODE.observer = self._previous
+        self._block.__exit__(*exc_info)
 
     def _observe(self, node, outputs) -> None:
-        previous = self._previous
-        if previous is not None:
-            previous(node, outputs)  # a profiler or an enclosing checkpoint watches too
-        if threading.get_ident() != self._thread:
-            return  # the observer slot is the process's: another thread's recording is not this call's
+        self._block.beneath(node, outputs)  # a profiler or an enclosing checkpoint watches too
         self.ops.append(node.op_type)
         for value in outputs:
             self.values.add(value)

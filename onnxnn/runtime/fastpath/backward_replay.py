@@ -15,6 +15,10 @@ outputs are the same value, and where its edges lead; per leaf whether ``.grad``
 graphs with no hooks, no higher-order recording (``create_graph``) and nothing that read or
 computed data while traced (a rule looking at data) are replayed (realizing a pending history
 too deep to keep is structural: replays do it too); every other backward, and every error, takes the general driver.
+
+A replay reads the leaves' gradients at its start and writes their sums at its end, so it runs under
+``backward_ends.GRADIENT_LOCK``, as the general driver's accumulations do: backwards in several
+threads into one model's parameters add every contribution.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ...ir.graph import Value
 from ...ir.mode import MODE, RecordingTrace, traced
 from ...ir.plan import realize_together
 from ..autograd import written_output
+from ..backward_ends import GRADIENT_LOCK
 from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
 
 __all__ = ["backward", "clear_templates", "replay_info"]
@@ -53,25 +58,28 @@ def backward(root: tuple, root_gradient, retain_graph: bool, engine) -> bool:
     Returns:
         False when the graph must take the general driver (nothing was done), True when done.
     """
-    found = _structure_key(root, root_gradient._value, engine)
-    if found is None:
-        return False
-    key, order = found
-    template = _templates.get(key)
-    if template is None:
-        if not _worth_tracing(key):
+    # From the key (which says which leaves have a .grad) to a replay's last write of .grad: another
+    # thread's backward into the same leaves waits, so none of their additions is lost.
+    with GRADIENT_LOCK:
+        found = _structure_key(root, root_gradient._value, engine)
+        if found is None:
             return False
-        _trace(key, order, root, root_gradient, retain_graph, engine)
-        return True
-    if template is _UNREPLAYABLE:
-        return False
-    MODE.grad.in_backward += 1
-    try:
-        replayed = template.replay(order, root_gradient._value, retain_graph)
-    finally:
-        MODE.grad.in_backward -= 1
-    _counts["replayed"] += replayed
-    return replayed
+        key, order = found
+        template = _templates.get(key)
+        if template is None:
+            if not _worth_tracing(key):
+                return False
+            _trace(key, order, root, root_gradient, retain_graph, engine)
+            return True
+        if template is _UNREPLAYABLE:
+            return False
+        MODE.grad.in_backward += 1
+        try:
+            replayed = template.replay(order, root_gradient._value, retain_graph)
+        finally:
+            MODE.grad.in_backward -= 1
+        _counts["replayed"] += replayed
+        return replayed
 
 
 def clear_templates() -> None:
@@ -370,13 +378,23 @@ class _Template:
                 continue
             lines.append(f"    saved = order[{position}]._saved_versions[{index}]")
             lines.append("    if saved is not None and saved[0].value != saved[1]: return False")
+        # The .grad tensors read and added to, each read once: a thread outside the backwards' lock
+        # (another's ``zero_grad``) may set one to None meanwhile. Before anything is recorded, the
+        # general driver then takes the leaves as they are; after, the sum goes to the tensor read.
+        leaves = sorted(
+            {position for position, kind, _ in self.gathers if kind == _LEAF_GRADIENT}
+            | {position for position, existed, _ in self.effects if existed}
+        )
+        for position in leaves:
+            lines.append(f"    grad_{position} = order[{position}].variable._grad")
+            lines.append(f"    if grad_{position} is None: return False")
         for slot, value in enumerate(self.constants):
             namespace[f"value_{slot}"] = value
         sources = {
             _INPUT: "order[{}].node.inputs[{}]",
             _OUTPUT: "order[{}].outputs[{}]",
             _ROOT_GRADIENT: "root_gradient",
-            _LEAF_GRADIENT: "order[{}].variable.grad._value",
+            _LEAF_GRADIENT: "grad_{}._value",
         }
         slot = len(self.constants)
         for position, kind, index in self.gathers:
@@ -385,7 +403,7 @@ class _Template:
         write_steps(self.steps, slot, namespace, lines)
         for position, existed, ref in self.effects:
             if existed:
-                lines.append(f"    order[{position}].variable.grad._rebind(value_{ref})")
+                lines.append(f"    grad_{position}._rebind(value_{ref})")
             else:
                 lines.append(f"    order[{position}].variable._grad = Tensor._from_value(value_{ref})")
         for group in self.together:  # computed together when any is (ir.plan.realize_together)
