@@ -105,7 +105,9 @@ def accumulate(accumulator: AccumulateGrad, gradient, create_graph: bool) -> Non
     if variable._post_accumulate_grad_hooks:
         for hook in list(variable._post_accumulate_grad_hooks.values()):
             result = hook(variable)
-            if result is not None:  # PyTorch's words
+            if isinstance(result, _tensor.Tensor):  # PyTorch's words, for a tensor and for anything else
+                raise RuntimeError("Tensor post accumulate grad hooks should return None.")
+            if result is not None:
                 raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
     if accumulator._hooks:
         for hook in list(accumulator._hooks.values()):

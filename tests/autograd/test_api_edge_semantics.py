@@ -9,6 +9,7 @@ expected is computed by onnxnn.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -263,6 +264,21 @@ def test_hook_returning_a_non_tensor_raises_type_error(leaf):
     hooked.register_hook(lambda grad: 3)
     with pytest.raises(TypeError, match="expected Variable, but hook returned 'int'"):
         (hooked * 2).sum().backward()
+
+
+@pytest.mark.parametrize(
+    "returned,error,message",
+    [
+        (lambda: onnxnn.ones(2), RuntimeError, "Tensor post accumulate grad hooks should return None."),
+        (lambda: 5, TypeError, "expected Variable, but hook returned 'int'"),
+    ],
+    ids=["tensor", "int"],
+)
+def test_post_accumulate_grad_hook_returning_a_value_raises_as_pytorch(returned, error, message):
+    x = _leaf([1.0, 1.0])
+    x.register_post_accumulate_grad_hook(lambda tensor: returned())
+    with pytest.raises(error, match=re.escape(message)):
+        (x * 2).sum().backward()
 
 
 def test_hook_returning_a_tensor_like_the_gradient_replaces_it():
