@@ -10,21 +10,21 @@ See docs/how-to/distributed.md.
 
 from __future__ import annotations
 
+from .all_to_all import all_to_all, all_to_all_single
 from .collectives import (
     ReduceOp,
     Work,
     all_gather,
     all_gather_into_tensor,
-    all_gather_object,
     all_reduce,
     barrier,
     broadcast,
-    broadcast_object_list,
     gather,
     irecv,
     isend,
     recv,
     reduce,
+    reduce_scatter,
     reduce_scatter_tensor,
     scatter,
     send,
@@ -37,6 +37,9 @@ from .process_group import (
     default_pg_timeout,
     destroy_process_group,
     get_backend,
+    get_global_rank,
+    get_group_rank,
+    get_process_group_ranks,
     get_rank,
     get_world_size,
     init_process_group,
@@ -45,6 +48,7 @@ from .process_group import (
     is_mpi_available,
     new_group,
 )
+from .object_collectives import all_gather_object, broadcast_object_list, gather_object, scatter_object_list
 from .sync_batchnorm import SyncBatchNorm
 
 __all__ = [
@@ -58,13 +62,19 @@ __all__ = [
     "all_gather_into_tensor",
     "all_gather_object",
     "all_reduce",
+    "all_to_all",
+    "all_to_all_single",
     "barrier",
     "broadcast",
     "broadcast_object_list",
     "default_pg_timeout",
     "destroy_process_group",
     "gather",
+    "gather_object",
     "get_backend",
+    "get_global_rank",
+    "get_group_rank",
+    "get_process_group_ranks",
     "get_rank",
     "get_world_size",
     "init_process_group",
@@ -76,8 +86,10 @@ __all__ = [
     "new_group",
     "recv",
     "reduce",
+    "reduce_scatter",
     "reduce_scatter_tensor",
     "scatter",
+    "scatter_object_list",
     "send",
     "SyncBatchNorm",
 ]

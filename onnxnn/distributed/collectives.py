@@ -9,23 +9,25 @@ runs out raises a RuntimeError (which, uncaught, ends the whole job through the 
 
 Object collectives send pickles, but a receiving rank rebuilds only plain data (None, bools, numbers,
 strings, bytes, lists, tuples, dicts, sets) with onnxnn's restricted unpickler: a rank cannot make
-another run code. ``allow_pickle=True`` (onnxnn's addition) opts in to arbitrary objects.
+another run code. ``allow_pickle=True`` (onnxnn's addition) opts in to arbitrary objects. They live in
+object_collectives.py.
+
+A rank outside the group it passes (``new_group`` gave it ``GroupMember.NON_GROUP_MEMBER``) gets
+PyTorch's warning and a None return: the collective does nothing there.
 """
 
 from __future__ import annotations
 
 import datetime
 import enum
-import pickle
 import time
 
 import numpy as np
 from mpi4py import MPI
 
-from ..export.restricted_unpickler import RestrictedUnpickler
 from ..runtime import internal
 from ..runtime.tensor import Tensor
-from .process_group import ProcessGroup, _group_or_default
+from .process_group import GroupMember, ProcessGroup, _group_or_default, _not_in_group
 
 __all__ = [
     "ReduceOp",
@@ -35,6 +37,7 @@ __all__ = [
     "broadcast",
     "all_gather",
     "all_gather_into_tensor",
+    "reduce_scatter",
     "reduce_scatter_tensor",
     "gather",
     "scatter",
@@ -43,8 +46,6 @@ __all__ = [
     "isend",
     "irecv",
     "barrier",
-    "broadcast_object_list",
-    "all_gather_object",
 ]
 
 
@@ -72,8 +73,25 @@ _MPI_OPS = {
     ReduceOp.BOR: MPI.BOR,
     ReduceOp.BXOR: MPI.BXOR,
 }
-# numpy dtypes MPI reduces natively; others (float16, bfloat16) are reduced in float32.
-_NATIVE = {np.dtype(name) for name in ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")}
+# numpy dtypes MPI reduces exactly, in their own type; float16 and bfloat16 are reduced in float32
+# (two ranks' values round once, as PyTorch's). Unsigned integers wrap modulo 2**bits as onnxnn's
+# own uint ops do (gloo refuses uint16/32/64 with "Invalid scalar type"; MPI reduces them exactly).
+_NATIVE = {
+    np.dtype(name)
+    for name in ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+}
+# bool, as PyTorch (gloo) reduces it: SUM/MAX/BOR are a logical or, PRODUCT/MIN/BAND a logical and, BXOR
+# an exclusive or. MPI defines only logical ops on C_BOOL, so the 0/1 bytes are reduced as uint8.
+_BOOL_OPS = {
+    ReduceOp.SUM: MPI.BOR,
+    ReduceOp.MAX: MPI.BOR,
+    ReduceOp.BOR: MPI.BOR,
+    ReduceOp.PRODUCT: MPI.BAND,
+    ReduceOp.MIN: MPI.BAND,
+    ReduceOp.BAND: MPI.BAND,
+    ReduceOp.BXOR: MPI.BXOR,
+}
+_BITWISE = {ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR}
 # After this many unsuccessful tests a wait sleeps between tests, so a waiting rank leaves the CPU
 # to the others (the CI machine runs two ranks on two cores).
 _SPIN_TESTS = 200
@@ -87,11 +105,23 @@ class Work:
     writes the results into the tensors; ``is_completed()`` tells without blocking.
     """
 
-    def __init__(self, requests: list, group: ProcessGroup, finish=None, name: str = "collective"):
+    def __init__(
+        self,
+        requests: list,
+        group: ProcessGroup,
+        finish=None,
+        name: str = "collective",
+        outputs=None,
+        timeout: datetime.timedelta | None = None,
+    ):
         self._requests = requests
         self._group = group
         self._finish = finish
         self._name = name
+        # What result() gives: the output tensors as PyTorch's (a list, or a function that makes it once
+        # complete); None where PyTorch's raises.
+        self._outputs = outputs
+        self._timeout = timeout  # barrier(timeout=): overrides the group's
         self._done = False
         self._status = MPI.Status()
         self.source_rank: int | None = None  # recv: the sender's global rank, once complete
@@ -125,7 +155,7 @@ class Work:
         """
         if self._done:
             return True
-        limit = (timeout or self._group.timeout).total_seconds()
+        limit = (timeout or self._timeout or self._group.timeout).total_seconds()
         deadline = time.monotonic() + limit
         tests = 0
         while not self._test():
@@ -141,7 +171,10 @@ class Work:
         return True
 
     def result(self) -> list:
-        return []
+        """The collective's output tensors (as PyTorch's Work.result(); barrier gives [])."""
+        if self._outputs is None:
+            raise RuntimeError("result() not implemented.")
+        return list(self._outputs() if callable(self._outputs) else self._outputs)
 
 
 def _run(work: Work, async_op: bool):
@@ -157,6 +190,38 @@ def _check_tensor(tensor, name: str = "tensor") -> None:
             f"Invalid function argument. Expected parameter `{name}` of type torch.Tensor\n"
             f"             but got {type(tensor)} instead."
         )
+
+
+def _check_tensor_list(tensors, name: str) -> None:
+    if not isinstance(tensors, list):
+        raise TypeError(
+            f"Invalid function argument. Expected parameter `{name}` of type List[torch.Tensor]\n"
+            f"             but got {type(tensors)} instead."
+        )
+    if not all(isinstance(item, Tensor) for item in tensors):
+        raise TypeError(
+            f"Invalid function argument. Expected parameter `{name}` of type List[torch.Tensor]\n"
+            f"             but got {type(tensors)} with elements of type {[type(item) for item in tensors]}."
+        )
+
+
+def _same_dtype(tensors: list) -> None:
+    for item in tensors[1:]:
+        if item.dtype != tensors[0].dtype:
+            raise ValueError(
+                f"Invalid usage of tensors with different dtypesFound {tensors[0].dtype} and  {item.dtype}"
+            )
+
+
+def _root(pg: ProcessGroup, rank: int, name: str) -> int:
+    """The group rank of the root ``rank`` (a global rank).
+
+    On the default group PyTorch passes the rank through and the backend refuses it (RuntimeError); on
+    another group translating it raises ValueError.
+    """
+    if pg is GroupMember.WORLD and not 0 <= rank < pg.size():
+        raise RuntimeError(f"ProcessGroupMPI::{name}: invalid root rank: {rank}")
+    return pg.group_rank(rank)
 
 
 def _array(tensor: Tensor) -> np.ndarray:
@@ -175,8 +240,15 @@ def _bytes(array: np.ndarray) -> np.ndarray:
     return array.reshape(-1).view(np.uint8)
 
 
-def _reducible(array: np.ndarray) -> np.ndarray:
-    return array if array.dtype in _NATIVE else array.astype(np.float32)
+def _reducible(array: np.ndarray, op: ReduceOp):
+    """The buffer MPI reduces for ``array`` and the MPI operation, refusing what PyTorch refuses."""
+    if array.dtype == np.bool_:
+        if op is ReduceOp.AVG:
+            raise RuntimeError("result type Float can't be cast to the desired output type Bool")
+        return array.view(np.uint8), _BOOL_OPS[op]
+    if op in _BITWISE and array.dtype.kind not in "iu":
+        raise RuntimeError(f"Cannot use ReduceOp.{op.name} with non-integral dtype")
+    return (array if array.dtype in _NATIVE else array.astype(np.float32)), _MPI_OPS[op]
 
 
 def _average(array: np.ndarray, op: ReduceOp, size: int) -> np.ndarray:
@@ -189,7 +261,7 @@ def _average(array: np.ndarray, op: ReduceOp, size: int) -> np.ndarray:
 
 def _reduce_op(op) -> ReduceOp:
     if not isinstance(op, ReduceOp):
-        raise ValueError(f"Invalid reduce operation {op!r}: expected a member of ReduceOp")
+        raise TypeError(f"Invalid reduce operation {op!r}: expected a member of ReduceOp")
     return op
 
 
@@ -201,24 +273,27 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup 
         A :class:`Work` handle if ``async_op``, else None.
     """
     _check_tensor(tensor)
+    if _not_in_group(group, "all_reduce"):
+        return None
     op, pg = _reduce_op(op), _group_or_default(group)
-    buffer = _reducible(_array(tensor))
-    request = pg.comm.Iallreduce(MPI.IN_PLACE, buffer, op=_MPI_OPS[op])
-    return _run(Work([request], pg, lambda _: _write(tensor, _average(buffer, op, pg.size())), "all_reduce"), async_op)
+    buffer, mpi_op = _reducible(_array(tensor), op)
+    request = pg.comm.Iallreduce(MPI.IN_PLACE, buffer, op=mpi_op)
+    finish = lambda _: _write(tensor, _average(buffer, op, pg.size()))  # noqa: E731
+    return _run(Work([request], pg, finish, "all_reduce", [tensor]), async_op)
 
 
 def reduce(tensor: Tensor, dst: int = 0, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduces ``tensor`` across ranks into rank ``dst``'s ``tensor`` (a global rank)."""
     _check_tensor(tensor)
+    if _not_in_group(group, "reduce"):
+        return None
     op, pg = _reduce_op(op), _group_or_default(group)
-    root = pg.group_rank(dst)
-    buffer = _reducible(_array(tensor))
+    root = _root(pg, dst, "reduce")
+    buffer, mpi_op = _reducible(_array(tensor), op)
     is_root = pg.rank() == root
-    request = pg.comm.Ireduce(
-        MPI.IN_PLACE if is_root else buffer, buffer if is_root else None, op=_MPI_OPS[op], root=root
-    )
+    request = pg.comm.Ireduce(MPI.IN_PLACE if is_root else buffer, buffer if is_root else None, op=mpi_op, root=root)
     finish = (lambda _: _write(tensor, _average(buffer, op, pg.size()))) if is_root else None
-    return _run(Work([request], pg, finish, "reduce"), async_op)
+    return _run(Work([request], pg, finish, "reduce", [tensor]), async_op)
 
 
 def reduce_scatter_tensor(
@@ -227,38 +302,74 @@ def reduce_scatter_tensor(
     """Reduces ``input`` across ranks and gives rank ``r`` the ``r``-th of its equal chunks along dim 0."""
     _check_tensor(output, "output")
     _check_tensor(input, "input")
+    if _not_in_group(group, "reduce_scatter_tensor"):
+        return None
     op, pg = _reduce_op(op), _group_or_default(group)
     if input.numel() != output.numel() * pg.size():
         raise ValueError("input tensor must be the same size as output size times world size")
-    source = _reducible(_array(input)).reshape(-1)
+    return _reduce_scatter(output, _array(input), op, pg, "reduce_scatter_tensor", async_op)
+
+
+def reduce_scatter(output: Tensor, input_list: list, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
+    """Reduces ``input_list[r]`` across ranks into rank ``r``'s ``output``."""
+    _check_tensor(output, "output")
+    _check_tensor_list(input_list, "input_list")
+    _same_dtype([output, *input_list])
+    if _not_in_group(group, "reduce_scatter"):
+        return None
+    op, pg = _reduce_op(op), _group_or_default(group)
+    if len(input_list) != pg.size():
+        raise RuntimeError("invalid input tensor list size, must be world size")
+    for index, item in enumerate(input_list):
+        if tuple(item.shape) != tuple(output.shape):
+            raise RuntimeError(
+                f"reduce_scatter: invalid input tensor size at index {index} "
+                f"(expected {tuple(output.shape)}, got {tuple(item.shape)})"
+            )
+    source = np.concatenate([_array(item).reshape(-1) for item in input_list])
+    return _reduce_scatter(output, source, op, pg, "reduce_scatter", async_op)
+
+
+def _reduce_scatter(output: Tensor, source: np.ndarray, op: ReduceOp, pg: ProcessGroup, name: str, async_op: bool):
+    source, mpi_op = _reducible(source.reshape(-1), op)
     buffer = np.empty(output.numel(), source.dtype)
-    request = pg.comm.Ireduce_scatter_block(source, buffer, op=_MPI_OPS[op])
+    request = pg.comm.Ireduce_scatter_block(source, buffer, op=mpi_op)
     finish = lambda _: _write(output, _average(buffer, op, pg.size()))  # noqa: E731
-    return _run(Work([request], pg, finish, "reduce_scatter_tensor"), async_op)
+    return _run(Work([request], pg, finish, name), async_op)  # no outputs: PyTorch's result() raises here
 
 
 # ---------------------------------------------------------------------------------- data movement
 def broadcast(tensor: Tensor, src: int = 0, group=None, async_op: bool = False):
     """Sends rank ``src``'s ``tensor`` (a global rank) to every rank of ``group``, in place."""
     _check_tensor(tensor)
+    if _not_in_group(group, "broadcast"):
+        return None
     pg = _group_or_default(group)
-    root = pg.group_rank(src)
+    root = _root(pg, src, "broadcast")
     array = _array(tensor)
     request = pg.comm.Ibcast(_bytes(array), root=root)
     finish = (lambda _: _write(tensor, array)) if pg.rank() != root else None
-    return _run(Work([request], pg, finish, "broadcast"), async_op)
+    return _run(Work([request], pg, finish, "broadcast", [tensor]), async_op)
 
 
 def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op: bool = False):
     """Fills ``tensor_list[r]`` with rank ``r``'s ``tensor`` on every rank."""
     _check_tensor(tensor)
+    _check_tensor_list(tensor_list, "tensor_list")
+    _same_dtype([tensor, *tensor_list])
+    if _not_in_group(group, "all_gather"):
+        return None
     pg = _group_or_default(group)
-    if not isinstance(tensor_list, list) or len(tensor_list) != pg.size():
-        raise ValueError(f"all_gather: tensor_list must be a list of {pg.size()} tensors (one per rank)")
-    for item in tensor_list:
-        _check_tensor(item, "tensor_list")
-        if tuple(item.shape) != tuple(tensor.shape) or item.dtype != tensor.dtype:
-            raise ValueError("all_gather: every tensor of tensor_list must have the shape and dtype of tensor")
+    if len(tensor_list) != pg.size():
+        raise RuntimeError(
+            f"all_gather: invalid output tensor list size {len(tensor_list)}, must be world size {pg.size()}"
+        )
+    for index, item in enumerate(tensor_list):
+        if tuple(item.shape) != tuple(tensor.shape):
+            raise RuntimeError(
+                f"all_gather: invalid output tensor list at index {index} "
+                f"(expected {tuple(tensor.shape)}, got {tuple(item.shape)})"
+            )
     source = _array(tensor)
     gathered = np.empty((pg.size(),) + source.shape, source.dtype)
     request = pg.comm.Iallgather(_bytes(source), _bytes(gathered))
@@ -267,29 +378,35 @@ def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op: bool = F
         for item, part in zip(tensor_list, gathered):
             _write(item, part)
 
-    return _run(Work([request], pg, finish, "all_gather"), async_op)
+    return _run(Work([request], pg, finish, "all_gather", list(tensor_list)), async_op)
 
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=None, async_op: bool = False):
     """Concatenates every rank's ``input_tensor`` along dim 0 (or stacks them) into ``output_tensor``."""
     _check_tensor(output_tensor, "output_tensor")
     _check_tensor(input_tensor, "input_tensor")
+    if _not_in_group(group, "all_gather_into_tensor"):
+        return None
     pg = _group_or_default(group)
     if output_tensor.numel() != input_tensor.numel() * pg.size():
         raise ValueError("output tensor size must be equal to world_size times input tensor size")
     if output_tensor.dtype != input_tensor.dtype:
-        raise ValueError("output tensor must have the same type as input tensor")
+        raise RuntimeError("output tensor must have the same type as input tensor")
     source = _array(input_tensor)
     gathered = np.empty(output_tensor.numel(), source.dtype)
     request = pg.comm.Iallgather(_bytes(source), _bytes(gathered))
-    return _run(Work([request], pg, lambda _: _write(output_tensor, gathered), "all_gather_into_tensor"), async_op)
+    finish = lambda _: _write(output_tensor, gathered)  # noqa: E731
+    chunks = lambda: output_tensor.chunk(pg.size())  # noqa: E731 - result(): PyTorch's gives the ranks' chunks
+    return _run(Work([request], pg, finish, "all_gather_into_tensor", chunks), async_op)
 
 
 def gather(tensor: Tensor, gather_list: list | None = None, dst: int = 0, group=None, async_op: bool = False):
     """Collects every rank's ``tensor`` into ``gather_list`` on rank ``dst`` (a global rank)."""
     _check_tensor(tensor)
+    if _not_in_group(group, "gather"):
+        return None
     pg = _group_or_default(group)
-    root = pg.group_rank(dst)
+    root = _root(pg, dst, "gather")
     is_root = pg.rank() == root
     if is_root and gather_list is None:
         raise ValueError("Argument ``gather_list`` must be specified on destination rank.")
@@ -309,14 +426,17 @@ def gather(tensor: Tensor, gather_list: list | None = None, dst: int = 0, group=
         for item, part in zip(gather_list, gathered):  # type: ignore[arg-type]
             _write(item, part)
 
-    return _run(Work([request], pg, finish if is_root else None, "gather"), async_op)
+    outputs = list(gather_list) if is_root else []  # type: ignore[arg-type]
+    return _run(Work([request], pg, finish if is_root else None, "gather", outputs), async_op)
 
 
 def scatter(tensor: Tensor, scatter_list: list | None = None, src: int = 0, group=None, async_op: bool = False):
     """Gives rank ``r`` the tensor ``scatter_list[r]`` of rank ``src`` (a global rank), in ``tensor``."""
     _check_tensor(tensor)
+    if _not_in_group(group, "scatter"):
+        return None
     pg = _group_or_default(group)
-    root = pg.group_rank(src)
+    root = _root(pg, src, "scatter")
     is_root = pg.rank() == root
     if is_root and scatter_list is None:
         raise ValueError("Argument ``scatter_list`` must be specified on source rank.")
@@ -328,14 +448,22 @@ def scatter(tensor: Tensor, scatter_list: list | None = None, src: int = 0, grou
     if scatter_list is not None and is_root:
         if len(scatter_list) != pg.size():
             raise ValueError(f"scatter: scatter_list must hold {pg.size()} tensors (one per rank)")
-        parts = np.stack([_array(item).astype(dtype, copy=False).reshape(received.shape) for item in scatter_list])
+        for index, item in enumerate(scatter_list):
+            if tuple(item.shape) != tuple(tensor.shape):
+                raise RuntimeError(
+                    f"ProcessGroupMPI::scatter: invalid tensor size at index {index} "
+                    f"(expected {tuple(tensor.shape)}, got {tuple(item.shape)})"
+                )
+        parts = np.stack([_array(item).astype(dtype, copy=False) for item in scatter_list])
     request = pg.comm.Iscatter(_bytes(parts) if parts is not None else None, _bytes(received), root=root)
-    return _run(Work([request], pg, lambda _: _write(tensor, received), "scatter"), async_op)
+    return _run(Work([request], pg, lambda _: _write(tensor, received), "scatter", [tensor]), async_op)
 
 
-def isend(tensor: Tensor, dst: int, group=None, tag: int = 0) -> Work:
+def isend(tensor: Tensor, dst: int, group=None, tag: int = 0) -> Work | None:
     """Starts sending ``tensor`` to rank ``dst`` (a global rank); returns its :class:`Work`."""
     _check_tensor(tensor)
+    if _not_in_group(group, "isend"):
+        return None
     pg = _group_or_default(group)
     array = _array(tensor)
     request = pg.comm.Isend(_bytes(array), dest=pg.group_rank(dst), tag=tag)
@@ -344,9 +472,11 @@ def isend(tensor: Tensor, dst: int, group=None, tag: int = 0) -> Work:
     return work
 
 
-def irecv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0) -> Work:
+def irecv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0) -> Work | None:
     """Starts receiving into ``tensor`` from rank ``src`` (any rank if None); returns its :class:`Work`."""
     _check_tensor(tensor)
+    if _not_in_group(group, "irecv"):
+        return None
     pg = _group_or_default(group)
     received = np.empty(tuple(tensor.shape), tensor.dtype.numpy_dtype)
     source = MPI.ANY_SOURCE if src is None else pg.group_rank(src)
@@ -361,85 +491,36 @@ def irecv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0) -> W
 
 def send(tensor: Tensor, dst: int, group=None, tag: int = 0) -> None:
     """Sends ``tensor`` to rank ``dst`` (a global rank), waiting until the buffer may be reused."""
-    isend(tensor, dst, group, tag).wait()
+    if group is GroupMember.NON_GROUP_MEMBER:  # PyTorch translates dst first, which fails here
+        raise ValueError("Invalid process group specified")
+    work = isend(tensor, dst, group, tag)
+    assert work is not None  # a member of the group
+    work.wait()
 
 
 def recv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0) -> int:
-    """Receives into ``tensor`` from rank ``src`` (any rank if None); returns the sender's global rank."""
+    """Receives into ``tensor`` from rank ``src`` (any rank if None); returns the sender's global rank.
+
+    Returns -1 (after a warning) on a rank outside ``group``, as PyTorch.
+    """
     work = irecv(tensor, src, group, tag)
+    if work is None:
+        return -1
     work.wait()
     assert work.source_rank is not None  # set when the receive completes
     return work.source_rank
 
 
-def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_ids=None):
-    """Waits until every rank of ``group`` has reached this call (at most the group's timeout)."""
+def barrier(
+    group: ProcessGroup | None = None,
+    async_op: bool = False,
+    device_ids=None,
+    timeout: datetime.timedelta | None = None,
+):
+    """Waits until every rank of ``group`` has reached this call (at most ``timeout``, else the group's)."""
+    if timeout is not None and not isinstance(timeout, datetime.timedelta):
+        raise TypeError(f"barrier(): timeout must be a datetime.timedelta, got {type(timeout).__name__}")
+    if _not_in_group(group, "barrier"):
+        return None
     pg = _group_or_default(group)
-    return _run(Work([pg.comm.Ibarrier()], pg, None, "barrier"), async_op)
-
-
-# ---------------------------------------------------------------------------------- objects
-def _refuse_global(module: str, name: str):
-    raise pickle.UnpicklingError(
-        f"onnxnn.distributed received an object of class {module}.{name}; only plain data (None, bools, numbers, "
-        "str, bytes, lists, tuples, dicts, sets) is rebuilt by default. Pass allow_pickle=True on every rank to "
-        "exchange arbitrary objects between ranks you trust."
-    )
-
-
-def _refuse_persistent(_):
-    raise pickle.UnpicklingError("onnxnn.distributed: persistent ids are not accepted")
-
-
-def _loads(data: bytes, allow_pickle: bool):
-    if allow_pickle:
-        return pickle.loads(data)
-    return RestrictedUnpickler(data, _refuse_global, _refuse_persistent, "an object sent by another rank").load()
-
-
-def _bcast_bytes(pg: ProcessGroup, data: bytes | None, root: int) -> bytes:
-    size = np.array([0 if data is None else len(data)], np.int64)
-    _run(Work([pg.comm.Ibcast(size, root=root)], pg, None, "broadcast_object_list"), False)
-    buffer = np.frombuffer(data, np.uint8).copy() if data is not None else np.empty(int(size[0]), np.uint8)
-    _run(Work([pg.comm.Ibcast(buffer, root=root)], pg, None, "broadcast_object_list"), False)
-    return buffer.tobytes()
-
-
-def broadcast_object_list(
-    object_list: list, src: int = 0, group=None, device=None, *, allow_pickle: bool = False
-) -> None:
-    """Replaces ``object_list``'s items on every rank by those of rank ``src`` (a global rank).
-
-    Args:
-        object_list: the objects to send (on ``src``) or a list of as many placeholders (elsewhere).
-        allow_pickle: rebuild arbitrary objects (only between ranks you trust); by default only plain
-            data is accepted and anything else raises ``pickle.UnpicklingError`` on the receivers.
-    """
-    pg = _group_or_default(group)
-    root = pg.group_rank(src)
-    is_root = pg.rank() == root
-    data = _bcast_bytes(pg, pickle.dumps(list(object_list), protocol=4) if is_root else None, root)
-    if not is_root:
-        received = _loads(data, allow_pickle)
-        if len(received) != len(object_list):
-            raise ValueError(
-                f"broadcast_object_list: rank {src} sent {len(received)} objects, this rank expects {len(object_list)}"
-            )
-        object_list[:] = received
-
-
-def all_gather_object(object_list: list, obj, group=None, *, allow_pickle: bool = False) -> None:
-    """Fills ``object_list[r]`` with rank ``r``'s ``obj`` on every rank (see :func:`broadcast_object_list`)."""
-    pg = _group_or_default(group)
-    if len(object_list) != pg.size():
-        raise ValueError(f"all_gather_object: object_list must have {pg.size()} entries (one per rank)")
-    data = np.frombuffer(pickle.dumps(obj, protocol=4), np.uint8).copy()
-    sizes = np.empty(pg.size(), np.int64)
-    _run(Work([pg.comm.Iallgather(np.array([data.size], np.int64), sizes)], pg, None, "all_gather_object"), False)
-    gathered = np.empty(int(sizes.sum()), np.uint8)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    request = pg.comm.Iallgatherv(data, [gathered, (sizes, offsets), MPI.BYTE])
-    _run(Work([request], pg, None, "all_gather_object"), False)
-    for rank, (start, size) in enumerate(zip(offsets, sizes)):
-        chunk = gathered[start : start + size].tobytes()
-        object_list[rank] = obj if rank == pg.rank() else _loads(chunk, allow_pickle)
+    return _run(Work([pg.comm.Ibarrier()], pg, None, "barrier", [], timeout), async_op)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
+import warnings
 
 import numpy as np
 from mpi4py import MPI
@@ -33,6 +34,15 @@ from .process_group import ProcessGroup, _group_or_default
 __all__ = ["DistributedDataParallel"]
 
 _MEGABYTE = 1024 * 1024
+# PyTorch 2.13's FutureWarning for broadcast_buffers, alone or with forward_sync_buffers.
+_BROADCAST_BUFFERS_DEPRECATED = {
+    False: "`broadcast_buffers` is deprecated. Use `forward_sync_buffers` instead. IMPORTANT: unlike "
+    "`broadcast_buffers=False`, `forward_sync_buffers=False` still syncs buffers at init. If you rely on buffers "
+    "NOT being synced at init (e.g. rank-local buffers), keep using `broadcast_buffers=False` until "
+    "`init_sync_buffers` is available.",
+    True: "Both `broadcast_buffers` and `forward_sync_buffers` were specified. `broadcast_buffers` is deprecated "
+    "and its value is ignored when `forward_sync_buffers` is provided.",
+}
 
 
 class _Bucket:
@@ -96,12 +106,17 @@ class DistributedDataParallel(Module):
     Args:
         module: the model; every rank wraps a replica (rank 0's parameters and buffers win at wrap time).
         device_ids, output_device, dim: accepted for PyTorch compatibility (one device per rank).
-        broadcast_buffers: broadcast rank 0's buffers (BatchNorm statistics) before every forward.
+        broadcast_buffers: deprecated, as in PyTorch 2.13 (a FutureWarning): whether buffers are broadcast
+            at wrap time and before forwards. None (the default) means True.
         process_group: the group to average over (default: the default group).
         bucket_cap_mb: the size of a gradient bucket in megabytes (default 25, as PyTorch).
         find_unused_parameters: walk each forward's output graph and count parameters it does not
             reach as ready, so a backward that leaves some parameters without gradient still finishes.
         gradient_as_bucket_view, static_graph: accepted; onnxnn copies gradients into the buckets.
+        forward_sync_buffers: broadcast rank 0's buffers (BatchNorm statistics) before a forward that
+            follows a synced training forward (default: ``broadcast_buffers``); buffers are always
+            broadcast at wrap time when it is given. As PyTorch, a forward under ``no_grad`` or
+            ``no_sync()`` leaves the next forward unsynced, so each rank keeps its own updates.
 
     Raises:
         RuntimeError: the module has no parameter that requires gradient.
@@ -119,21 +134,30 @@ class DistributedDataParallel(Module):
         device_ids=None,
         output_device=None,
         dim: int = 0,
-        broadcast_buffers: bool = True,
+        broadcast_buffers: bool | None = None,
         process_group: ProcessGroup | None = None,
         bucket_cap_mb: float | None = None,
         find_unused_parameters: bool = False,
         check_reduction: bool = False,
         gradient_as_bucket_view: bool = False,
         static_graph: bool = False,
+        forward_sync_buffers: bool | None = None,
         **kwargs,
     ):
         super().__init__()
         self.module = module
         self.process_group = _group_or_default(process_group)
-        self.broadcast_buffers = broadcast_buffers
+        if broadcast_buffers is not None:
+            warnings.warn(_BROADCAST_BUFFERS_DEPRECATED[forward_sync_buffers is not None], FutureWarning, stacklevel=2)
+        if forward_sync_buffers is not None:
+            self.forward_sync_buffers, sync_buffers_at_wrap = forward_sync_buffers, True
+        else:
+            self.forward_sync_buffers = sync_buffers_at_wrap = broadcast_buffers is not False
         self.find_unused_parameters = find_unused_parameters
         self.require_backward_grad_sync = True
+        # PyTorch's rule: buffers are synced before a forward only if the previous forward was a
+        # training forward whose backward syncs (grad enabled, outside no_sync); the first forward syncs.
+        self.require_forward_param_sync = True
         self.bucket_bytes_cap = int((25 if bucket_cap_mb is None else bucket_cap_mb) * _MEGABYTE)
         self._params = [p for p in module.parameters() if p.requires_grad]
         if not self._params:
@@ -141,7 +165,7 @@ class DistributedDataParallel(Module):
                 "DistributedDataParallel is not needed when a module doesn't have any parameter "
                 "that requires a gradient."
             )
-        self._sync_module_states()
+        self._sync_module_states(sync_buffers_at_wrap)
         self._buckets, self._slot = self._build_buckets()
         self._expect_reduction = False
         self._unused: set[int] = set()
@@ -165,8 +189,22 @@ class DistributedDataParallel(Module):
                 _write(tensor, flat[start : start + array.nbytes].view(array.dtype))
                 start += array.nbytes
 
-    def _sync_module_states(self) -> None:
-        self._broadcast_from_rank0(list(self.module.parameters()) + list(self.module.buffers()))
+    def _sync_module_states(self, buffers: bool) -> None:
+        self._broadcast_from_rank0(list(self.module.parameters()) + (list(self.module.buffers()) if buffers else []))
+
+    @property
+    def broadcast_buffers(self) -> bool:
+        return self.forward_sync_buffers
+
+    @broadcast_buffers.setter
+    def broadcast_buffers(self, value: bool) -> None:
+        self.forward_sync_buffers = value
+
+    def will_sync_module_buffers(self) -> bool:
+        """Whether the next forward broadcasts rank 0's buffers first."""
+        return (
+            self.require_forward_param_sync and self.forward_sync_buffers and any(True for _ in self.module.buffers())
+        )
 
     def _build_buckets(self):
         """Buckets in reverse parameter order, each of one dtype and at most ``bucket_bytes_cap`` bytes."""
@@ -210,10 +248,11 @@ class DistributedDataParallel(Module):
                 "`torch.nn.parallel.DistributedDataParallel`, and by making sure all `forward` function outputs "
                 "participate in calculating loss."
             )
-        if self.broadcast_buffers:
+        if self.will_sync_module_buffers():
             self._broadcast_from_rank0(list(self.module.buffers()))
         output = self.module(*inputs, **kwargs)
         self._expect_reduction = is_grad_enabled() and self.require_backward_grad_sync
+        self.require_forward_param_sync = self._expect_reduction
         if self._expect_reduction:
             self._prepare_for_backward(output)
         return output

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from typing import Any
 
 try:
@@ -43,6 +44,9 @@ __all__ = [
     "get_rank",
     "get_world_size",
     "get_backend",
+    "get_global_rank",
+    "get_group_rank",
+    "get_process_group_ranks",
     "new_group",
     "default_pg_timeout",
 ]
@@ -218,6 +222,56 @@ def _group_or_default(group) -> ProcessGroup:
     if group is GroupMember.NON_GROUP_MEMBER:
         raise RuntimeError("The given group is not a group this rank is a member of")
     return group
+
+
+def _not_in_group(group, operation: str) -> bool:
+    """True (after PyTorch's warning) when ``group`` is one this rank is not in: the collective does nothing.
+
+    PyTorch lets every rank call a subgroup's collective; the ranks outside it return None at once.
+    """
+    if group is not GroupMember.NON_GROUP_MEMBER:
+        return False
+    global_rank = -1 if _State.world is None else _State.world.rank()
+    warnings.warn(
+        f"Running {operation} on global rank {global_rank} which does not belong to the given group.", stacklevel=3
+    )
+    return True
+
+
+def _registered(group) -> ProcessGroup:
+    if not isinstance(group, ProcessGroup):
+        raise ValueError(f"Group {group} is not registered, please create group with torch.distributed.new_group API")
+    return group
+
+
+def get_group_rank(group: ProcessGroup, global_rank: int) -> int:
+    """The rank within ``group`` of ``global_rank`` (the identity on the default group).
+
+    Raises:
+        ValueError: ``group`` is not a process group, or ``global_rank`` is not one of its members.
+    """
+    if group is GroupMember.WORLD:
+        return global_rank
+    return _registered(group).group_rank(global_rank)
+
+
+def get_global_rank(group: ProcessGroup, group_rank: int) -> int:
+    """The global rank of ``group``'s rank ``group_rank`` (the identity on the default group).
+
+    Raises:
+        ValueError: ``group`` is not a process group, or it has no rank ``group_rank``.
+    """
+    if group is GroupMember.WORLD:
+        return group_rank
+    ranks = _registered(group).ranks
+    if not 0 <= group_rank < len(ranks):
+        raise ValueError(f"Group rank {group_rank} is not part of group {group}")
+    return ranks[group_rank]
+
+
+def get_process_group_ranks(group: ProcessGroup | None) -> list[int]:
+    """The global ranks of ``group``'s members (the default group's if None), in group-rank order."""
+    return list(_registered(group or _default_group()).ranks)
 
 
 def get_rank(group: ProcessGroup | None = None) -> int:

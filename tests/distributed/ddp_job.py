@@ -10,6 +10,7 @@ gradients, from which the test bounds the float32 rounding difference of the two
 import json
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -151,6 +152,38 @@ def main() -> None:
         with onnxnn.no_grad():
             with_buffers(onnxnn.tensor(x[mine]))  # evaluation: no update, only the broadcast
         out[f"buffers_{broadcast}"] = [after_training, with_buffers.module[1].running_mean.numpy().tolist()]
+
+    # 5b. PyTorch's rule: a forward broadcasts rank 0's buffers only if the forward before it was a synced
+    # training forward (the first forward counts as one). After no_grad or no_sync forwards each rank
+    # keeps its own statistics, through the next synced forward too; a plain local copy replays them.
+    def batch_normed() -> nn.Module:
+        onnxnn.manual_seed(2)
+        return nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))
+
+    batches = [onnxnn.tensor(x[mine] + step) for step in range(4)]
+    for mode in ("no_grad", "no_sync"):
+        wrapped, plain = dist.DistributedDataParallel(batch_normed()), batch_normed()
+        for batch in batches[:3]:
+            with onnxnn.no_grad() if mode == "no_grad" else wrapped.no_sync():
+                prediction = wrapped(batch)
+                if mode == "no_sync":
+                    prediction.sum().backward()
+            plain(batch)
+        wrapped(batches[3]).sum().backward()  # synced, but the forward before it was not: no broadcast yet
+        plain(batches[3])
+        kept = [wrapped.module[1].running_mean.numpy().tolist(), plain[1].running_mean.numpy().tolist()]
+        wrapped.eval()
+        with onnxnn.no_grad():
+            wrapped(batches[3])  # after a synced training forward: rank 0's buffers, not updated in eval
+        out[f"buffers_{mode}"] = [*kept, wrapped.module[1].running_mean.numpy().tolist()]
+    # At wrap time: broadcast_buffers=False keeps each rank's buffers, forward_sync_buffers=False does not.
+    for keyword in ("broadcast_buffers", "forward_sync_buffers"):
+        local = batch_normed()
+        local[1].running_mean.fill_(float(rank))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # broadcast_buffers is deprecated, as in PyTorch
+            dist.DistributedDataParallel(local, **{keyword: False})
+        out[f"wrap_{keyword}_false"] = local[1].running_mean.numpy().tolist()
 
     # 6. SyncBatchNorm (converted from BatchNorm1d) against BatchNorm1d on the concatenated batch, in float64.
     def normalized(seed: int) -> nn.Module:

@@ -8,6 +8,7 @@ because starting MPI costs about a second.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tests.tolerances import gamma, unit_roundoff
 
 pytest.importorskip("mpi4py")  # the ``distributed`` extra (in ``test``): mpi4py and MPICH's wheel
 
+from tests.distributed.collectives_job import UNSIGNED, rank_bool, rank_unsigned  # noqa: E402 - needs mpi4py
 from tests.distributed.ddp_job import LR, PER_RANK, STEPS  # noqa: E402 - needs mpi4py
 from tests.distributed.mpi_jobs import WORLD, launch  # noqa: E402
 
@@ -48,7 +50,11 @@ def ddp(request, tmp_path_factory):
 
 
 def _rank_data(rank: int) -> np.ndarray:  # collectives_job.rank_data
-    return np.arange(6, dtype=np.float32).reshape(2, 3) + 10 * rank + 1
+    return _rank_data_shaped(rank, (2, 3))
+
+
+def _rank_data_shaped(rank: int, shape: tuple) -> np.ndarray:
+    return np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 10 * rank + 1
 
 
 # ---------------------------------------------------------------------------------- collectives
@@ -88,6 +94,100 @@ def test_data_movement(collectives):
     assert collectives[1]["gather"] is None
     assert collectives[1]["recv_from"] == 0
     np.testing.assert_array_equal(collectives[1]["recv"], _rank_data(7))
+
+
+# numpy's element-wise form of each ReduceOp on integers (unsigned ones wrap modulo 2**bits, as MPI's).
+_INTEGER_REDUCTIONS = {
+    "SUM": np.add,
+    "MAX": np.maximum,
+    "MIN": np.minimum,
+    "PRODUCT": np.multiply,
+    "BAND": np.bitwise_and,
+    "BOR": np.bitwise_or,
+    "BXOR": np.bitwise_xor,
+}
+# PyTorch's (gloo's) meaning of each ReduceOp on bool.
+_BOOL_REDUCTIONS = {
+    "SUM": np.logical_or,
+    "MAX": np.logical_or,
+    "BOR": np.logical_or,
+    "PRODUCT": np.logical_and,
+    "MIN": np.logical_and,
+    "BAND": np.logical_and,
+    "BXOR": np.logical_xor,
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "data", "reductions"),
+    [
+        *(
+            (f"unsigned_{dtype}", functools.partial(rank_unsigned, dtype=dtype), _INTEGER_REDUCTIONS)
+            for dtype in UNSIGNED
+        ),
+        ("bool", rank_bool, _BOOL_REDUCTIONS),
+    ],
+)
+def test_reductions_are_exact_for_unsigned_and_bool(collectives, case, data, reductions):
+    inputs = [data(rank) for rank in range(WORLD)]
+    for rank, out in enumerate(collectives):
+        assert isinstance(out[case], dict), out[case]  # else the error the job caught
+        for op, combine in reductions.items():
+            expected = functools.reduce(combine, inputs)
+            np.testing.assert_array_equal(out[case][f"all_reduce_{op}"], expected, err_msg=op)
+            np.testing.assert_array_equal(out[case][f"reduce_{op}"], expected if rank == 1 else inputs[rank], op)
+            share = expected[2 * rank : 2 * rank + 2]
+            np.testing.assert_array_equal(out[case][f"reduce_scatter_tensor_{op}"], share, err_msg=op)
+
+
+def test_collectives_outside_the_group_warn_and_do_nothing(collectives):
+    outside = collectives[1]["outside_group"]
+    assert isinstance(outside, dict), outside
+    assert set(outside) >= {"all_reduce", "all_to_all", "barrier", "gather_object", "isend", "irecv", "recv"}
+    for name, (returned, tensor, warnings) in outside.items():
+        assert returned == (-1 if name == "recv" else None), (name, returned)
+        assert tensor == [5.0], name
+        operation = "irecv" if name == "recv" else name
+        assert warnings == [f"Running {operation} on global rank 1 which does not belong to the given group."], name
+    for name, (returned, _, warnings) in collectives[0]["outside_group"].items():  # a group of one: runs
+        assert (returned, warnings) == (None, []), name
+
+
+def test_all_to_all_reduce_scatter_object_scatter_and_gather(collectives):
+    new = [out["new_collectives"] for out in collectives]
+    assert all(isinstance(out, dict) for out in new), new
+    # all_to_all: rank r's output j is rank j's input r, [1, 2] + 10 j + 2 r.
+    for rank, out in enumerate(new):
+        assert out["all_to_all"] == [[1.0 + 10 * j + 2 * rank, 2.0 + 10 * j + 2 * rank] for j in range(WORLD)]
+    # PyTorch's (gloo's) results for its uneven example.
+    assert [out["all_to_all_single_uneven"] for out in new] == [[0, 100, 101, 102], [1, 2, 103]]
+    inputs = [_rank_data_shaped(rank, (4, 2)) for rank in range(WORLD)]
+    for rank, out in enumerate(new):
+        np.testing.assert_array_equal(
+            out["all_to_all_single_even"], np.concatenate([x[2 * rank : 2 * rank + 2] for x in inputs])
+        )
+        assert out["all_to_all_single_result"] == [True]
+    assert [out["reduce_scatter"] for out in new] == [[1.0 + 2.0, 2.0 + 3.0], [3.0 + 6.0, 4.0 + 8.0]]
+    assert [out["gather_object"] for out in new] == [None, [{"rank": 0}, {"rank": 1}]]
+    assert [out["scatter_object_list"] for out in new] == [[{"a": 1}], [[2, 3]]]
+
+
+def test_group_rank_translation_and_work_results(collectives):
+    new = [out["new_collectives"] for out in collectives]
+    assert all(isinstance(out, dict) for out in new), new
+    # The default group translates by identity without a check, as PyTorch's; rank 0 also has the group [0].
+    assert [out["ranks"] for out in new] == [[7, 7, [0, 1], 0, 0, [0]], [7, 7, [0, 1]]]
+    # Work.result(): [count, whether each is the call's own output tensor], PyTorch's (gloo's) counts.
+    for rank, out in enumerate(new):
+        assert out["result"] == {
+            "all_reduce": [1, [True]],
+            "broadcast": [1, [True]],
+            "reduce": [1, [True]],
+            "all_gather": [2, [True, True]],
+            "gather": [2, [True, True]] if rank == 0 else [0, []],
+            "scatter": [1, [True]],
+            "barrier": [0, []],
+        }
 
 
 def test_object_collectives_rebuild_plain_data_only(collectives):
@@ -186,6 +286,21 @@ def test_broadcast_buffers(ddp):
         np.testing.assert_array_equal(out["buffers_True"][1], trained[0])
         np.testing.assert_array_equal(out["buffers_False"][1], out["buffers_False"][0])
     assert ddp[0]["buffers_False"][1] != ddp[1]["buffers_False"][1]
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "no_sync"])
+def test_buffers_are_broadcast_only_after_a_synced_training_forward(ddp, mode):
+    for out in ddp:
+        kept, local, after_sync = out[f"buffers_{mode}"]
+        np.testing.assert_array_equal(kept, local)  # this rank's own statistics, never rank 0's
+        np.testing.assert_array_equal(after_sync, ddp[0][f"buffers_{mode}"][0])
+    assert ddp[0][f"buffers_{mode}"][0] != ddp[1][f"buffers_{mode}"][0]  # different batches
+
+
+def test_buffers_at_wrap_time(ddp):
+    for rank, out in enumerate(ddp):
+        assert out["wrap_broadcast_buffers_false"] == [float(rank)] * 3  # each rank keeps its own
+        assert out["wrap_forward_sync_buffers_false"] == [0.0] * 3  # still synced at wrap, as PyTorch
 
 
 def test_sync_batchnorm_matches_batchnorm_on_the_concatenated_batches(ddp):
