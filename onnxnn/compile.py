@@ -32,14 +32,24 @@ def compile(
     A module comes back wrapped in an ``OptimizedModule`` (its ``state_dict`` keys start with
     ``_orig_mod.``, as PyTorch's do; ``model.compile()`` compiles in place instead). Its calls
     under ``no_grad``, in evaluation mode and without hooks are traced once per structure of
-    arguments (shapes, dtypes, Python scalars) and later run as one graph, without running the
-    forward's Python, as ``jax.jit`` runs a traced function: Python side effects of the forward
-    that are not tensor operations on its arguments and its modules' tensors (appending to a list,
-    reading a global that changes) happen only when it is traced. A forward that reads tensor data
-    (``.item()``, a branch on values), draws random numbers, changes its arguments or modules, or
-    reads a tensor from outside its arguments and modules (a global, a closure) is never traced:
-    it runs as a plain call, as do calls that record gradients or train. A function comes back
-    as it is: every onnxnn computation is already compiled and cached by structure.
+    arguments and later run as one graph, without running the forward's Python, as ``jax.jit``
+    runs a traced function. A structure is what ``torch.compile`` guards on: each tensor
+    argument's shape, dtype and device, Python type (``Parameter``), ``requires_grad``, whether it
+    has a ``.grad``, is a view (``_base``) and is contiguous; the Python scalars given; the
+    modules' attributes, submodules, hooks and training modes; and their tensors' shapes, dtypes
+    and ``requires_grad``. Their tensors are read as they are at each call (a weight changed in
+    place, loaded or left pending by ``w.data.clamp_()``), and the returned tensors alias each
+    other and the arguments as the forward's did (``(y, y[0])``, a view of the argument).
+
+    What else the forward's Python reads is frozen at its trace: Python side effects that are not
+    tensor operations on its arguments and its modules' tensors (appending to a list), globals and
+    closures that are not tensors (a global float), attributes of objects that are not modules or
+    containers (``self.config.scale``), a patched ``forward``, and whether a module's tensor has a
+    ``.grad``. A forward that reads tensor data (``.item()``, a branch on values), draws random
+    numbers, changes its arguments or modules, or reads a tensor from outside its arguments and
+    modules (a global, a closure) is never traced: it runs as a plain call, as do calls that record
+    gradients or train. A function comes back as it is: every onnxnn computation is already
+    compiled and cached by structure.
 
     Args:
         model: a module or function; without it, returns a decorator.

@@ -115,3 +115,131 @@ def test_functions_and_disabled_compilation_come_back_as_they_are():
 def test_bad_arguments_are_refused(arguments, error, message):
     with pytest.raises(error, match=message):
         onnxnn.compile(**arguments)
+
+
+# A weight changed through an alias by an op that is not computed at once stays pending; a compiled
+# call must read it as it is at each call, not the value its pending history started from.
+# (name, the change, its numpy twin)
+PENDING_CHANGES = [
+    ("clamp through .data", lambda w: w.data.clamp_(-0.1, 0.1), lambda w: np.clip(w, -0.1, 0.1)),
+    ("mul through .data", lambda w: w.data.mul_(2.0), lambda w: w * 2),
+    ("mul through detach()", lambda w: w.detach().mul_(2.0), lambda w: w * 2),
+    ("divided by its norm", lambda w: w.data.div_(w.data.norm()), lambda w: w / np.linalg.norm(w)),
+    ("a tensor added", lambda w: w.data.add_(onnxnn.ones(4, 4)), lambda w: w + 1),
+    ("a pending tensor copied", lambda w: w.data.copy_(w.data * 0.5), lambda w: w * 0.5),
+]
+# (name, the later change of the model, from the other model)
+LATER_CHANGES = [
+    ("fill_", lambda model, other: model.weight.fill_(0.25)),
+    ("load_state_dict", lambda model, other: model.load_state_dict(other.state_dict())),
+]
+
+
+def _linear_output(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, got: np.ndarray) -> None:
+    bound = np.abs(x) @ np.abs(weight).T + np.abs(bias)  # 4 products and a bias summed in float32
+    np.testing.assert_allclose(got, x @ weight.T + bias, rtol=0, atol=float(5 * np.finfo(np.float32).eps * bound.max()))
+
+
+@pytest.mark.usefixtures("fast_path_on")
+@pytest.mark.parametrize("executor", ["auto", "onnxruntime", "kernels"])
+@pytest.mark.parametrize("later_name, later", LATER_CHANGES, ids=[case[0] for case in LATER_CHANGES])
+@pytest.mark.parametrize("name, change, twin", PENDING_CHANGES, ids=[case[0] for case in PENDING_CHANGES])
+def test_a_compiled_call_reads_a_weight_left_pending_as_it_is_at_each_call(
+    name, change, twin, later_name, later, executor
+):
+    onnxnn.manual_seed(0)
+    model, other = nn.Linear(4, 4).eval(), nn.Linear(4, 4)
+    compiled = onnxnn.compile(model)
+    x = onnxnn.randn(3, 4)
+    x_array, weight, bias = x.numpy(), model.weight.detach().numpy(), model.bias.detach().numpy()
+    if later_name == "fill_":
+        later_weight, later_bias = np.full((4, 4), 0.25, np.float32), bias
+    else:
+        later_weight, later_bias = other.weight.detach().numpy(), other.bias.detach().numpy()
+    with onnxnn.set_executor(executor), onnxnn.no_grad():
+        change(model.weight)  # nothing here reads the weight: it stays pending
+        for _ in range(3):
+            _linear_output(x_array, twin(weight), bias, compiled(x).numpy())
+        later(model, other)
+        for _ in range(4):
+            _linear_output(x_array, later_weight, later_bias, compiled(x).numpy())
+    assert compiled_calls.compiled_info()["prepared"] > 0  # realized weights: the prepared run again
+
+
+def _branching(library, condition):
+    class Branching(library.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = library.nn.Parameter(library.ones(3))
+
+        def forward(self, x):
+            return x * 10 if condition(self, x, library) else x * 1
+
+    return Branching().eval()
+
+
+_HELD: dict = {}
+
+
+def _held_base(library):
+    # onnxnn's views link to their base weakly (runtime/views.py): ``_base`` is None once it is gone.
+    return _HELD.setdefault(library.__name__, library.ones(4, 3))
+
+
+def _with_grad(library):
+    x = library.ones(2, 3, requires_grad=True)
+    x.grad = library.ones(2, 3)
+    return x
+
+
+# (name, what the forward branches on, the input of the first calls, the later input, the change of
+# the module at the later calls and back): torch.compile guards on each, so a compiled call traces again.
+BRANCHES = [
+    ("x.requires_grad", lambda m, x, lib: x.requires_grad, None, lambda lib: lib.ones(2, 3, requires_grad=True), None),
+    ("x.is_contiguous()", lambda m, x, lib: x.is_contiguous(), None, lambda lib: lib.ones(3, 2).t(), None),
+    ("x._base is None", lambda m, x, lib: x._base is None, None, lambda lib: _held_base(lib)[1:3], None),
+    (
+        "isinstance(x, Parameter)",
+        lambda m, x, lib: isinstance(x, lib.nn.Parameter),
+        None,
+        lambda lib: lib.nn.Parameter(lib.ones(2, 3), requires_grad=False),
+        None,
+    ),
+    (
+        "x.grad is None",
+        lambda m, x, lib: x.grad is None,
+        lambda lib: lib.ones(2, 3, requires_grad=True),
+        _with_grad,
+        None,
+    ),
+    (
+        "a weight's requires_grad",
+        lambda m, x, lib: m.weight.requires_grad,
+        None,
+        None,
+        lambda module, later: module.weight.requires_grad_(not later),
+    ),
+]
+
+
+@pytest.mark.usefixtures("fast_path_on")
+@pytest.mark.parametrize("name, condition, first, later, change", BRANCHES, ids=[case[0] for case in BRANCHES])
+def test_a_compiled_call_traces_again_where_a_forwards_branch_on_tensor_facts_changes(
+    name, condition, first, later, change
+):
+    torch = pytest.importorskip("torch")
+    first = first or (lambda library: library.ones(2, 3))
+    later = later or first
+    model, reference = _branching(onnxnn, condition), _branching(torch, condition)
+    compiled = onnxnn.compile(model)
+    with onnxnn.no_grad():
+        for phase in ("first", "later", "first again"):
+            if change is not None:
+                change(model, phase == "later")
+                change(reference, phase == "later")
+            make = later if phase == "later" else first
+            for _ in range(3):
+                with torch.no_grad():
+                    expected = reference(make(torch)).numpy()
+                np.testing.assert_array_equal(compiled(make(onnxnn)).detach().numpy(), expected)
+    assert compiled_calls.compiled_info()["prepared"] > 0

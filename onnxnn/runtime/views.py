@@ -69,6 +69,9 @@ __all__ = [
     "same_storage",
     "detached_alias",
     "is_contiguous",
+    "view_path",
+    "made_again",
+    "overlapping_views",
 ]
 
 
@@ -231,7 +234,12 @@ def viewing(name: str, method: Callable) -> Callable:
     view_method.__name__ = view_method.__qualname__ = getattr(method, "__name__", name)
     view_method.__doc__ = method.__doc__
     view_method.__wrapped__ = method  # type: ignore[attr-defined]  # the op a recipe remakes a view with
+    _LINKING[method] = view_method
     return view_method
+
+
+# A recipe's op (unlinked, as ``_Link.remake`` runs it) -> its method that links the views it makes.
+_LINKING: dict[Callable, Callable] = {}
 
 
 def _read_now(args: tuple) -> tuple:
@@ -312,6 +320,52 @@ def view_root(tensor, differentiable: bool = False):
     if link is None or differentiable and link.detached:
         return None
     return link.live_base(tensor)
+
+
+def view_path(tensor, anchors: dict) -> tuple | None:
+    """How the view ``tensor`` is made from the nearest of ``anchors`` (tensors by id) among its parents
+    and root: ``(anchor, steps)``, ``steps`` the view ops to apply to ``anchor`` (``made_again``);
+    ``(None, ())`` where it is no live view, or a view of a root that is gone; None where it is a
+    detached view (``.data``, ``detach()``) or one of a live root that is none of the anchors."""
+    link = VIEW_LINKS.get(id(tensor))
+    if link is None or link() is not tensor:
+        return None, ()
+    steps: list = []
+    while True:
+        if link.detached:
+            return None
+        steps.append(link.recipe[:4])  # (op, args, kwargs, piece)
+        parent = link.parent
+        above = link.base() if parent is None else parent()
+        if above is not None and id(above) in anchors:
+            return anchors[id(above)], tuple(reversed(steps))
+        if parent is None:
+            return (None, ()) if above is None else None
+        link = parent
+
+
+def made_again(anchor, steps: tuple):
+    """The view ``steps`` (of ``view_path``) make of ``anchor``, linked to it as those ops' views are."""
+    result = anchor
+    for method, args, kwargs, piece in steps:
+        result = _LINKING[method](result, *args, **kwargs)
+        result = result if piece is None else result[piece]
+    return result
+
+
+def overlapping_views(tensors: list) -> bool:
+    """Whether two of ``tensors`` are views of one root, gone or not, that may share elements."""
+    families: dict = {}
+    for tensor in tensors:
+        link = VIEW_LINKS.get(id(tensor))
+        if link is not None and link() is tensor:
+            families.setdefault(id(link.base), []).append(link)
+    for links in families.values():
+        for position, link in enumerate(links):
+            storage, layout = _layout(link)
+            if any(_overlapping(layout, _layout(other, storage)[1], storage) for other in links[position + 1 :]):
+                return True
+    return False
 
 
 def share_storage(source, tensor) -> None:

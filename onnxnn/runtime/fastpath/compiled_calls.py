@@ -23,11 +23,18 @@ caller checks the modes and the module tree, ``nn/modules/_forward_replay.py``) 
   up; the same runner as the plain call's realization, so the same bits.
 
 Anything else (a pending argument, other weights, layers an in-place update set apart, another
-executor, a cleared cache) takes the replay and realization again, which prepares anew.
+executor, a cleared cache) takes the replay and realization again, which prepares anew. A state
+tensor left pending (changed through an alias: ``w.data.clamp_(-c, c)``) is not prepared for: its
+pending history would enter the graph as a constant of the value it was made from. Returned
+tensors that alias each other or the inputs are made again so from the run's results
+(``forward_replay.output_links``). The key also holds what a forward may branch on besides
+shapes (``arguments_key(facts=True)``: an argument's type, ``requires_grad``, ``.grad``, view and
+contiguity), and the state's ``requires_grad`` flags are compared at each call.
 """
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any, Callable
 
 import numpy as np
@@ -39,7 +46,7 @@ from ..realization import run_plan
 from ..tensor import Tensor
 from . import forward_replay
 from .cuda_graphs import captured_call
-from .forward_replay import ForwardTemplates, arguments_key, result_structure
+from .forward_replay import ForwardTemplates, arguments_key, relinked, result_structure
 from .plan_cache import Entry
 
 __all__ = ["CompiledTemplates", "call", "compiled_info", "reset_counts"]
@@ -47,17 +54,23 @@ __all__ = ["CompiledTemplates", "call", "compiled_info", "reset_counts"]
 _MISSED = object()  # what a prepared run returns when the call must take the replay
 _UNSET = np.empty(0)  # a made result's data until its run returns (never seen outside ``run``)
 _ARGUMENT, _STATE, _FIXED = range(3)
+_REQUIRES_GRAD = attrgetter("_requires_grad")
 
 
 class CompiledTemplates(ForwardTemplates):
-    """The strict templates of one compiled forward, and per structure its prepared run."""
+    """The strict templates of one compiled forward, and per structure its prepared run.
 
-    __slots__ = ("prepared",)
+    ``requires_grad``: the state's ``requires_grad`` flags its templates were traced with (a
+    forward may branch on ``self.weight.requires_grad``; ``requires_grad_`` counts no change).
+    """
+
+    __slots__ = ("prepared", "requires_grad")
     strict = True
 
     def __init__(self):
         super().__init__()
         self.prepared: dict = {}
+        self.requires_grad: list | None = None
 
 
 def call(owner: CompiledTemplates, forward: Callable, args: tuple, kwargs: dict, state: list) -> Any:
@@ -70,10 +83,16 @@ def call(owner: CompiledTemplates, forward: Callable, args: tuple, kwargs: dict,
         state: every tensor the forward may read besides its arguments (parameters, buffers and
             the modules' other tensor attributes), in an order that is the same at every call.
     """
-    keyed = arguments_key(args, kwargs)
+    keyed = arguments_key(args, kwargs, facts=True)  # as forward_replay.call keys a strict owner's
     if keyed is None:
         return forward(*args, **kwargs)
     key, tensors = keyed
+    flags = list(map(_REQUIRES_GRAD, state))  # one comparison below, no Python loop
+    if flags != owner.requires_grad:
+        owner.templates.clear()  # traced with other flags: trace again
+        owner.sightings.clear()
+        owner.prepared.clear()
+        owner.requires_grad = flags
     prepared = owner.prepared.get(key)
     if prepared is not None:
         result = prepared.run(tensors, state)
@@ -111,7 +130,16 @@ def _compute_now(owner: CompiledTemplates, key: tuple, result, tensors: list, st
     graph = plan(pending)
     entry = run_plan(graph)
     _counts["computed"] += 1
-    prepared = _PreparedRun.build(graph, entry, outputs, structure, tensors, state)
+    for tensor in state:
+        if tensor._value.data is None:
+            # Changed through an alias and not computed yet (``w.data.clamp_(-c, c)``): the graph
+            # reads the value it was made from, which the weight's next change leaves behind. A
+            # prepared run reads the state as it finds it, so it waits for the state to be realized
+            # (a call of an unchanged model finds it so); until then each call replays, as the
+            # plain call would record the same history (realizing it apart could round otherwise).
+            return
+    links = owner.templates[key].links  # how the returned tensors alias each other (``output_links``)
+    prepared = _PreparedRun.build(graph, entry, outputs, structure, links, tensors, state)
     if prepared is not None:
         owner.prepared[key] = prepared
 
@@ -135,11 +163,12 @@ class _PreparedRun:
         "runner",
         "outputs",
         "structure",
+        "links",
     )
 
     @classmethod
     def build(
-        cls, graph: GraphPlan, entry: Entry, outputs: list, structure, tensors: list, state: list
+        cls, graph: GraphPlan, entry: Entry, outputs: list, structure, links, tensors: list, state: list
     ) -> "_PreparedRun | None":
         """The prepared run of a call whose graph just ran, or None where a direct run could differ."""
         specialization = entry.specialization
@@ -175,10 +204,19 @@ class _PreparedRun:
             ]
             feeds, runner = [sources[i] for i in specialization.rest], specialization.session
         metadata = [(position_of[id(value)], value.shape, value.dtype, value.device) for value in outputs]
-        return cls(entry, specialization, checks, feeds, shared, runner, metadata, structure)
+        return cls(entry, specialization, checks, feeds, shared, runner, metadata, structure, links)
 
     def __init__(
-        self, entry: Entry, specialization, checks: list, feeds: list, shared: list, runner, outputs: list, structure
+        self,
+        entry: Entry,
+        specialization,
+        checks: list,
+        feeds: list,
+        shared: list,
+        runner,
+        outputs: list,
+        structure,
+        links: list | None,
     ):
         self.entry = entry
         self.specialization = specialization
@@ -189,6 +227,7 @@ class _PreparedRun:
         self.runner = runner
         self.outputs = outputs  # (position among the runner's results, shape, dtype, device) per output
         self.structure = structure
+        self.links = links  # None, or how the returned tensors alias each other and the inputs
 
     def run(self, tensors: list, state: list):
         """The call's result from the runner, or ``_MISSED`` where it cannot run it."""
@@ -224,6 +263,8 @@ class _PreparedRun:
         results = self.runner(arrays)
         for tensor, (position, _, _, _) in zip(made, self.outputs):
             tensor._value.data = results[position]
+        if self.links is not None:
+            made = relinked(made, self.links, tensors, state)
         structure = self.structure
         return made[0] if structure == 0 else _rebuilt(structure, made)
 

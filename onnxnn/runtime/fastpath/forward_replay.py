@@ -20,6 +20,10 @@ plans, sessions and results are the same with and without it (``set_fast_path``)
 A trace is not kept when its forward read data (its nodes may depend on it), changed an argument
 or the state in place, returned something other than new tensors (nested in tuples, lists and
 dicts with string keys, with None), or read a pending value from outside its arguments and state.
+Returned tensors that are one tensor twice or views of each other, of an argument or of the state
+(``nn.Unflatten``'s of its argument) are returned so again: the tensor itself, or a view made
+again with the ops that made it (``output_links``); a trace whose returned tensors share storage
+otherwise (``(y, y.detach())``) is not kept.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any, Callable
 from ...ir.graph import is_negative_zero
 from ...ir.mode import RecordingTrace, traced
 from ..tensor import Tensor
+from ..views import VIEW_LINKS, is_contiguous, made_again, overlapping_views, view_path, view_root
 from .known_plans import KnownPlan
 from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
 
@@ -39,6 +44,8 @@ __all__ = [
     "arguments_key",
     "call",
     "has_template",
+    "output_links",
+    "relinked",
     "result_structure",
     "replay_info",
     "reset_counts",
@@ -47,7 +54,7 @@ __all__ = [
 TEMPLATE_LIMIT = 64  # structures kept per forward: a server sees a few batch shapes
 _UNREPLAYABLE = object()
 _SCALARS = (bool, int, float, str, type(None))
-_ARGUMENT, _STATE = range(2)
+_ARGUMENT, _STATE, _OUTPUT = range(3)
 _NEGATIVE_ZERO = (float, "-0.0")  # a scalar argument's key
 
 
@@ -78,7 +85,7 @@ def call(owner: ForwardTemplates, forward: Callable, args: tuple, kwargs: dict, 
         state: every tensor the forward may read besides its arguments (parameters and buffers),
             in an order that is the same at every call.
     """
-    keyed = arguments_key(args, kwargs)
+    keyed = arguments_key(args, kwargs, owner.strict)  # anyone's forward (strict) may branch on more
     if keyed is None:
         return forward(*args, **kwargs)
     key, tensors = keyed
@@ -117,19 +124,57 @@ def reset_counts() -> None:
 _counts = {"traced": 0, "replayed": 0}
 
 
-def arguments_key(args: tuple, kwargs: dict) -> tuple[tuple, list] | None:
+def arguments_key(args: tuple, kwargs: dict, facts: bool = False) -> tuple[tuple, list] | None:
     """The structural key of a call's arguments and their tensors (in the order a replay reads
-    them), or None when an argument is not a tensor, a scalar, or a tuple or list of those."""
-    if len(args) == 1 and not kwargs and isinstance(args[0], Tensor) and args[0]._value.static is None:
-        value = args[0]._value  # one tensor: most layers' calls, keyed without the general walk
-        return ((value.shape, value.dtype, value.device),), [args[0]]
+    them), or None when an argument is not a tensor, a scalar, or a tuple or list of those.
+
+    A tensor is keyed by its shape, dtype and device; with ``facts`` (anyone's forward: compiled
+    calls), where it is not a plain tensor, also by what else a forward may branch on
+    (``_tensor_facts``), as ``torch.compile`` guards on them. (onnxnn's own layers branch on
+    ``requires_grad`` only where gradients are recorded, and then never replay.)
+    """
+    if len(args) == 1 and not kwargs and isinstance(args[0], Tensor):
+        tensor = args[0]  # one tensor: most layers' calls, keyed without the general walk
+        value = tensor._value
+        # ``_plain``, inlined: a compiled call's frames cost most right after onnxruntime's run.
+        if value.static is None and (
+            not facts
+            or type(tensor) is Tensor
+            and not tensor._requires_grad
+            and tensor._grad is None
+            and not (VIEW_LINKS and id(tensor) in VIEW_LINKS)
+        ):
+            return ((value.shape, value.dtype, value.device),), [tensor]
     tensors: list = []
-    key = _arguments_key(args, kwargs, tensors)
+    key = _arguments_key(args, kwargs, tensors, facts)
     if key is None:
         return None
     if len(tensors) > 1:
         key += (_aliasing(tensors),)
     return key, tensors
+
+
+def _plain(tensor) -> bool:
+    """Whether ``tensor`` is a ``Tensor`` (not a ``Parameter``) that needs no gradient, has none and is
+    no view: what ``_tensor_facts`` says of a tensor made by an op under ``no_grad``."""
+    return (
+        type(tensor) is Tensor
+        and not tensor._requires_grad
+        and tensor._grad is None
+        and not (VIEW_LINKS and id(tensor) in VIEW_LINKS)
+    )
+
+
+def _tensor_facts(tensor) -> tuple:
+    """What a forward may branch on besides the shape, dtype and device: ``isinstance(x, Parameter)``,
+    ``x.requires_grad``, ``x.grad is None``, ``x._base is None``, ``x.is_contiguous()``."""
+    return (
+        type(tensor),
+        tensor.requires_grad,
+        tensor._grad is not None,
+        view_root(tensor) is not None,
+        is_contiguous(tensor),
+    )
 
 
 def _aliasing(tensors: list) -> tuple:
@@ -145,24 +190,27 @@ def _aliasing(tensors: list) -> tuple:
     )
 
 
-def _arguments_key(args: tuple, kwargs: dict, tensors: list) -> tuple | None:
+def _arguments_key(args: tuple, kwargs: dict, tensors: list, facts: bool) -> tuple | None:
     key: list = []
-    if not _add_arguments(args, key, tensors):
+    if not _add_arguments(args, key, tensors, facts):
         return None
     if kwargs:
         for name, item in kwargs.items():
             key.append(name)
-            if not _add_arguments((item,), key, tensors):
+            if not _add_arguments((item,), key, tensors, facts):
                 return None
     return tuple(key)
 
 
-def _add_arguments(items, key: list, tensors: list) -> bool:
+def _add_arguments(items, key: list, tensors: list, facts: bool) -> bool:
     for item in items:
         if isinstance(item, Tensor):
             value = item._value
             if value.static is not None:
                 key.append(("static", value.static))
+            elif facts and not _plain(item):
+                key.append((value.shape, value.dtype, value.device, _tensor_facts(item)))
+                tensors.append(item)
             else:
                 key.append((value.shape, value.dtype, value.device))
                 tensors.append(item)
@@ -173,7 +221,7 @@ def _add_arguments(items, key: list, tensors: list) -> bool:
                 key.append((type(item), item))  # 1, 1.0 and True are equal keys otherwise
         elif type(item) in (tuple, list):
             key.append((type(item), len(item)))
-            if not _add_arguments(item, key, tensors):
+            if not _add_arguments(item, key, tensors, facts):
                 return False
         else:
             return False
@@ -193,7 +241,7 @@ def _trace(owner: ForwardTemplates, key: tuple, forward, args, kwargs, tensors: 
         and all(tensor._value is value for tensor, value in zip(tensors, arguments_before))
         and all(tensor._value is value for tensor, value in zip(state, state_before))
     ):
-        template = _Template.build(trace, result, arguments_before, state_before, owner.strict)
+        template = _Template.build(trace, result, tensors, state, owner.strict)
     owner.sightings.discard(key)
     templates = owner.templates
     if len(templates) >= TEMPLATE_LIMIT:
@@ -221,22 +269,29 @@ class _Template:
     call: a structure traced but never called again pays for the trace only.
     """
 
-    __slots__ = ("parts", "source", "replay")
+    __slots__ = ("parts", "source", "replay", "links")
 
     @classmethod
     def build(
-        cls, trace: RecordingTrace, result, arguments: list, state: list, strict: bool = False
+        cls, trace: RecordingTrace, result, tensors: list, state_tensors: list, strict: bool = False
     ) -> "_Template | None":
         """The template of a traced forward, or None where a replay could not do what it did.
 
+        ``tensors``, ``state_tensors``: its argument and state tensors, unchanged by the forward.
         ``strict``: the only realized values besides static constants that a replay may take as
         they were are those the forward made while traced (``trace.created``).
         """
         produced = produced_by(trace.records)
         outputs: list = []
-        structure = result_structure(result, outputs, produced)
+        returned: list = []
+        structure = result_structure(result, outputs, produced, returned)
         if structure is None:
             return None
+        links = output_links(returned, tensors, state_tensors)
+        if links is None:
+            return None
+        arguments = [tensor._value for tensor in tensors]
+        state = [tensor._value for tensor in state_tensors]
         # Where a replay finds each value read: an argument as given (which arguments held one value
         # is keyed: ``_aliasing``), else the state. Positions that held one value when traced (layers
         # ``copy.deepcopy`` made, ``load_state_dict`` from a sibling, the weight passed as an argument)
@@ -269,12 +324,14 @@ class _Template:
             _Fresh(value) if index and value.static is None and value.shape and value in created else value
             for index, value in enumerate(constants)
         ]
-        return cls((constants, gathers, steps, [slots[value] for value in outputs], structure))
+        links = links if any(link is not None for link in links) else None
+        return cls((constants, gathers, steps, [slots[value] for value in outputs], structure, links), links)
 
-    def __init__(self, parts: tuple):
+    def __init__(self, parts: tuple, links: list | None = None):
         self.parts: tuple | None = parts  # _source's arguments, until the source is written
         self.source = ""
         self.replay: Callable = self._compile_then_replay
+        self.links = links  # how the returned tensors alias each other and the inputs (``output_links``)
 
     def _compile_then_replay(self, tensors: list, state: list):
         # Writing and compiling the code costs a few forwards: a structure pays it when it comes back.
@@ -282,21 +339,21 @@ class _Template:
         with _WRITING:
             if self.parts is not None:
                 namespace: dict[str, Any] = dict(REPLAY_NAMESPACE, wrap=Tensor._from_value, STALE=_STALE)
-                constants, gathers, steps, output_slots, structure = self.parts
-                self.source = _source(constants, gathers, steps, output_slots, structure, namespace)
+                constants, gathers, steps, output_slots, structure, links = self.parts
+                self.source = _source(constants, gathers, steps, output_slots, structure, links, namespace)
                 exec(compile(self.source, f"<onnxnn forward replay {next(_replay_numbers)}>", "exec"), namespace)
                 self.replay = namespace["replay"]
                 self.parts = None
         return self.replay(tensors, state)
 
 
-def result_structure(result, outputs: list, produced: dict | None = None):
+def result_structure(result, outputs: list, produced: dict | None = None, returned: list | None = None):
     """``result`` with each tensor replaced by its value's position in ``outputs``, or None when
     the result is not made of tensors (tuples, lists, dicts with string keys and None around them).
 
     With ``produced`` (a trace's values, ``produced_by``), each tensor must also be a new one the
     traced nodes produced, needing no gradient and carrying no attributes: a replay returns new
-    tensors, and would not return the very objects given to it.
+    tensors, and would not return the very objects given to it. ``returned``: gets the tensors.
     """
     if result is None:
         return ()
@@ -305,11 +362,13 @@ def result_structure(result, outputs: list, produced: dict | None = None):
         if produced is not None and (value not in produced or result._requires_grad or result.__dict__):
             return None
         outputs.append(value)
+        if returned is not None:
+            returned.append(result)
         return len(outputs) - 1
     if type(result) in (tuple, list):
         parts = []
         for item in result:
-            part = result_structure(item, outputs, produced)
+            part = result_structure(item, outputs, produced, returned)
             if part is None:
                 return None
             parts.append(part)
@@ -317,7 +376,7 @@ def result_structure(result, outputs: list, produced: dict | None = None):
     if type(result) is dict and all(type(key) is str for key in result):
         entries = []
         for key, item in result.items():
-            part = result_structure(item, outputs, produced)
+            part = result_structure(item, outputs, produced, returned)
             if part is None:
                 return None
             entries.append((key, part))
@@ -325,20 +384,80 @@ def result_structure(result, outputs: list, produced: dict | None = None):
     return None
 
 
-def _returned(structure, output_slots: list) -> str:
-    """The expression that builds the result from the output values' slots (``structure``)."""
+def output_links(returned: list, tensors: list, state: list) -> list | None:
+    """Per tensor a forward returned, how a replay returns it as the forward did (PyTorch's aliasing:
+    ``(y, y)`` is one tensor twice, ``(y, y[0])`` a view of it, ``nn.Unflatten`` a view of its
+    argument): None for a new tensor of its value, or ``(kind, index, steps)``, the view ``steps``
+    (``views.view_path``) make of that argument, state tensor or returned tensor (``_OUTPUT``), or
+    with ``steps`` None that returned tensor itself. None where they share storage otherwise (one
+    is ``detach()`` of another, or two overlap as views of a tensor the forward dropped: ``y[0]``
+    and ``y.view(-1)``): a replay could not make that again, so the forward is not replayed.
+
+    A view of a tensor the forward made and dropped (``self.lin(x).t()``) shares storage with
+    nothing else that lives: it is returned as a new tensor.
+    """
+    anchors: dict = {}
+    for index, tensor in enumerate(state):
+        anchors.setdefault(id(tensor), (_STATE, index))
+    for index, tensor in enumerate(tensors):
+        anchors[id(tensor)] = (_ARGUMENT, index)  # an argument is read as given, even where it is also state
+    for position, tensor in enumerate(returned):
+        anchors.setdefault(id(tensor), (_OUTPUT, position))  # all first: a view may come before its base
+    links: list = []
+    owners: dict = {}  # id(value) -> the returned tensor holding it, first found
+    for position, tensor in enumerate(returned):
+        found = anchors[id(tensor)]
+        if found != (_OUTPUT, position):
+            if found[0] != _OUTPUT:
+                return None  # the very argument or state tensor returned (a trace refuses it before)
+            links.append((_OUTPUT, found[1], None))  # the same tensor again
+            continue
+        path = view_path(tensor, anchors)
+        if path is None:
+            return None
+        anchor, steps = path
+        if anchor is None and owners.setdefault(id(tensor._value), tensor) is not tensor:
+            return None  # one value held by two tensors that are no views: aliases (``y.detach()``)
+        links.append(None if anchor is None else (*anchor, steps))
+    if len(returned) > 1 and overlapping_views([tensor for tensor, link in zip(returned, links) if link is None]):
+        return None
+    return links
+
+
+def relinked(made: list, links: list, tensors: list, state: list) -> list:
+    """``made`` (a new tensor per returned value), its positions that ``links`` (``output_links``)
+    names made again as the traced forward returned them: the same tensor, or a view."""
+    done = [link is None for link in links]
+
+    def made_at(position: int):
+        if not done[position]:
+            kind, index, steps = links[position]
+            anchor = made_at(index) if kind == _OUTPUT else (tensors if kind == _ARGUMENT else state)[index]
+            made[position] = anchor if steps is None else made_again(anchor, steps)
+            done[position] = True
+        return made[position]
+
+    for position in range(len(links)):
+        made_at(position)
+    return made
+
+
+def _returned(structure, leaf: Callable[[int], str]) -> str:
+    """The expression that builds the result from its tensors (``leaf`` of each position)."""
     if structure == ():
         return "None"
     if type(structure) is int:
-        return f"wrap(value_{output_slots[structure]})"
+        return leaf(structure)
     kind, parts = structure
     if kind is dict:  # string keys, written as their literals
-        return "{" + "".join(f"{key!r}: {_returned(part, output_slots)}, " for key, part in parts) + "}"
-    items = "".join(f"{_returned(part, output_slots)}, " for part in parts)
+        return "{" + "".join(f"{key!r}: {_returned(part, leaf)}, " for key, part in parts) + "}"
+    items = "".join(f"{_returned(part, leaf)}, " for part in parts)
     return f"({items})" if kind is tuple else f"[{items}]"
 
 
-def _source(constants: list, gathers: list, steps: list, output_slots: list, structure, namespace: dict) -> str:
+def _source(
+    constants: list, gathers: list, steps: list, output_slots: list, structure, links: list | None, namespace: dict
+) -> str:
     """The source of ``replay(tensors, state)``, its constants put in ``namespace``.
 
     It returns ``STALE``, having recorded nothing, when a state tensor's shape, dtype or device
@@ -372,7 +491,7 @@ def _source(constants: list, gathers: list, steps: list, output_slots: list, str
         slot += 1
     lines += made
     write_steps(steps, slot, namespace, lines)
-    if type(structure) is int:  # one tensor returned: its plan can be known (fastpath.known_plans)
+    if type(structure) is int and links is None:  # one new tensor returned: its plan can be known (known_plans)
         read = [
             f"value_{index}, "
             for index, value in enumerate(constants)
@@ -381,7 +500,13 @@ def _source(constants: list, gathers: list, steps: list, output_slots: list, str
         read += [f"value_{index}, " for index in range(len(constants), len(constants) + len(gathers))]
         namespace["known_plan"] = KnownPlan(len(steps))
         lines.append(f"    value_{output_slots[structure]}.node.known_plan = (known_plan, ({''.join(read)}))")
-    lines.append(f"    return {_returned(structure, output_slots)}")
+    if links is None:
+        lines.append(f"    return {_returned(structure, lambda position: f'wrap(value_{output_slots[position]})')}")
+    else:  # returned tensors that alias each other or the inputs: made again as the trace made them
+        namespace.update(relinked=relinked, output_links=links)
+        wrapped = "".join(f"wrap(value_{slot}), " for slot in output_slots)
+        lines.append(f"    made = relinked([{wrapped}], output_links, tensors, state)")
+        lines.append(f"    return {_returned(structure, lambda position: f'made[{position}]')}")
     return "\n".join(lines) + "\n"
 
 
