@@ -4,13 +4,18 @@ Caches are keyed by structure (op types, attributes, shapes, dtypes), never by d
 by count. ``onnxnn.clear_caches()`` drops every one (compiled sessions and kernel plans,
 generated code, replay templates, symbolic-size families, shared constants, ...): a program then
 runs as on its first step, with the same results.
+
+The caches of compiled structures are also bounded by the total size of what they hold
+(``WeightedCache``): an entry grows with its graph, and structures that never repeat (an LSTM
+unrolled over each new sequence length) would otherwise fill hundreds of entries of megabytes each.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Callable
 
-__all__ = ["register_cache", "clear_caches", "cache_names"]
+__all__ = ["register_cache", "clear_caches", "cache_names", "WeightedCache"]
 
 _CLEARS: dict[str, Callable[[], None]] = {}
 
@@ -29,3 +34,53 @@ def clear_caches() -> None:
 
 def cache_names() -> list[str]:
     return sorted(_CLEARS)
+
+
+class WeightedCache(OrderedDict):
+    """Entries least recently used first, bounded by their count and by the total of their weights.
+
+    A weight is known when the entry is made (its graph's node count, its generated source's length),
+    so bounding costs nothing on a hit: a hit is the dict's own ``get`` and ``move_to_end``. ``put``
+    adds an entry and evicts the least recently used ones while there are more than ``capacity`` or
+    their weights add up to more than ``budget``; the entry just put stays even alone over the budget
+    (its caller runs it now), unless ``capacity`` is 0 (caching switched off).
+    Entries must be added and removed by ``put``, ``discard`` and ``clear``, which keep the weights.
+    """
+
+    def __init__(self, capacity: int, budget: int):
+        super().__init__()
+        self.capacity = capacity
+        self.budget = budget
+        self.weights: dict = {}
+        self.total = 0
+
+    def put(self, key, value, weight: int) -> None:
+        """Adds (or replaces) ``key``'s entry as the most recently used, then evicts past the bounds."""
+        self.total += weight - self.weights.get(key, 0)
+        self.weights[key] = weight
+        self[key] = value
+        self.move_to_end(key)
+        self.trim()
+
+    def trim(self) -> None:
+        """Evicts the least recently used entries until the count and the total weight are within bounds."""
+        while len(self) > self.capacity or (len(self) > 1 and self.total > self.budget):
+            key, _ = self.popitem(last=False)
+            self.total -= self.weights.pop(key)
+
+    def bound(self, capacity: int | None = None, budget: int | None = None) -> None:
+        """Sets the count bound and/or the weight budget, evicting what no longer fits."""
+        if capacity is not None:
+            self.capacity = capacity
+        if budget is not None:
+            self.budget = budget
+        self.trim()
+
+    def discard(self, key) -> None:
+        if self.pop(key, None) is not None:
+            self.total -= self.weights.pop(key)
+
+    def clear(self) -> None:
+        super().clear()
+        self.weights.clear()
+        self.total = 0

@@ -30,7 +30,6 @@ Example::
 
 from __future__ import annotations
 
-from collections import OrderedDict
 
 import ml_dtypes
 import numpy as np
@@ -48,7 +47,7 @@ from . import (  # noqa: F401  (registration)
 )
 from . import binary_cross_entropy, crop, detection, quantize, recurrent, resize, spectral  # noqa: F401  (registration)
 from . import compiled_updates
-from ..ir.caches import register_cache
+from ..ir.caches import WeightedCache, register_cache
 from ..ir.device_arrays import to_cupy
 from ..ir.dtypes import as_dtype
 from ..ir.executors import register_executor
@@ -469,18 +468,28 @@ def compile_shared(plan, xp=np) -> CompiledKernelPlan:
     module = array_module(xp)
     _cache.misses += 1
     compiled = CompiledKernelPlan(plan, module, dynamic_shapes=True)
-    _cache.plans[(plan.key, module.__name__)] = compiled
-    if len(_cache.plans) > _cache.capacity:
-        _cache.plans.popitem(last=False)
+    _cache.plans.put((plan.key, module.__name__), compiled, len(plan.nodes))
     return compiled
 
 
+# Compiled plans are bounded by count and by their nodes together (``ir.caches.WeightedCache``),
+# least recently used evicted first: a compiled plan keeps per node its kernel, wiring and the
+# description its errors name (~1-2 KB), so structures that never repeat (an LSTM unrolled over
+# each new length) filled 512 entries with hundreds of megabytes. Ordinary models' plans are a few
+# hundred nodes (resnet18's training step 401, a 6-layer transformer's 702, see plan_cache.NODE_BUDGET).
+CAPACITY = 512
+NODE_BUDGET = 1 << 15
+
+
 class _PlanCache:
-    def __init__(self, capacity: int = 512):
-        self.capacity = capacity
-        self.plans: OrderedDict = OrderedDict()
+    def __init__(self, capacity: int = CAPACITY, budget: int = NODE_BUDGET):
+        self.plans = WeightedCache(capacity, budget)
         self.hits = 0
         self.misses = 0
+
+    @property
+    def capacity(self) -> int:
+        return self.plans.capacity
 
     def get(self, plan, xp) -> CompiledKernelPlan:
         key = (plan.key, xp.__name__)
@@ -496,13 +505,11 @@ class _PlanCache:
             compiled = CompiledKernelPlan(plan, xp)
         except (NotImplementedError, TypeError) as error:
             # Remembered, so a caller that falls back to onnxruntime pays for the analysis once.
-            self.plans[key] = _Unsupported(type(error), str(error))
+            self.plans.put(key, _Unsupported(type(error), str(error)), 1)
             raise
         if not compiled.cacheable:
             return compiled
-        self.plans[key] = compiled
-        if len(self.plans) > self.capacity:
-            self.plans.popitem(last=False)
+        self.plans.put(key, compiled, len(plan.nodes))
         return compiled
 
 
@@ -552,11 +559,20 @@ def run_plan(plan, xp=None, *, debug: bool = False, trace=None) -> list:
 
 
 def cache_info() -> dict:
-    """Counters of the compiled-plan cache: ``{"plans", "hits", "misses", "capacity"}``.
+    """Counters of the compiled-plan cache: ``{"plans", "hits", "misses", "capacity", "nodes", "node_budget"}``.
 
-    ``plans`` counts cached structures, including those remembered as unsupported.
+    ``plans`` counts cached structures, including those remembered as unsupported; ``nodes`` the
+    nodes of the cached plans together, kept within ``node_budget``.
     """
-    return {"plans": len(_cache.plans), "hits": _cache.hits, "misses": _cache.misses, "capacity": _cache.capacity}
+    plans = _cache.plans
+    return {
+        "plans": len(plans),
+        "hits": _cache.hits,
+        "misses": _cache.misses,
+        "capacity": plans.capacity,
+        "nodes": plans.total,
+        "node_budget": plans.budget,
+    }
 
 
 def clear_cache() -> None:
@@ -565,11 +581,9 @@ def clear_cache() -> None:
     _cache.hits = _cache.misses = 0
 
 
-def set_cache_size(capacity: int) -> None:
-    """Bounds the number of compiled plans kept (least recently used are dropped first)."""
-    _cache.capacity = capacity
-    while len(_cache.plans) > capacity:
-        _cache.plans.popitem(last=False)
+def set_cache_size(capacity: int | None = None, node_budget: int | None = None) -> None:
+    """Bounds the number of compiled plans kept and/or their nodes together (least recently used are dropped first)."""
+    _cache.plans.bound(capacity, node_budget)
 
 
 class KernelsExecutor:
@@ -590,8 +604,8 @@ class KernelsExecutor:
     def clear_cache(self) -> None:
         clear_cache()
 
-    def set_cache_size(self, capacity: int) -> None:
-        set_cache_size(capacity)
+    def set_cache_size(self, capacity: int | None = None, node_budget: int | None = None) -> None:
+        set_cache_size(capacity, node_budget)
 
     @property
     def updates_share_threads(self) -> bool:

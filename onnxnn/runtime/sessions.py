@@ -9,14 +9,13 @@ result rounded back, as PyTorch and onnxnn's kernels compute them.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 
 import numpy as np
 import onnx
 from onnx import helper
 
 from ..ir.attributes import attribute_subgraphs
-from ..ir.caches import register_cache
+from ..ir.caches import WeightedCache, register_cache
 from ..ir.device_arrays import execution_provider
 from ..ir.dtypes import bfloat16
 from ..ir.executors import register_executor
@@ -495,12 +494,24 @@ def session_for(
     return kind(model, device, threads, profile_file_prefix)
 
 
+# Sessions are bounded by count and by the nodes of their graphs together (``ir.caches.WeightedCache``),
+# least recently used evicted first: a session holds its optimized graph and kernels, ~5 KB a node,
+# so structures that never repeat (an LSTM unrolled over each new length: 6.5 MB a session at 50
+# steps) filled 512 entries with gigabytes. Ordinary models' step graphs are a few hundred nodes to
+# a few thousand (resnet18's training step 401, a 12-layer transformer's 1,709; plan_cache.NODE_BUDGET).
+CAPACITY = 512
+NODE_BUDGET = 1 << 15
+
+
 class SessionCache:
-    def __init__(self, capacity: int = 512):
-        self.capacity = capacity
-        self.sessions: OrderedDict = OrderedDict()
+    def __init__(self, capacity: int = CAPACITY, budget: int = NODE_BUDGET):
+        self.sessions = WeightedCache(capacity, budget)
         self.hits = 0
         self.misses = 0
+
+    @property
+    def capacity(self) -> int:
+        return self.sessions.capacity
 
     def get(self, plan: GraphPlan) -> CompiledSession | SplitSession:
         compiled = self.sessions.get(plan.key)
@@ -517,9 +528,7 @@ class SessionCache:
             lambda kept: build_model(plan, lower=lower, kept=kept),
             lambda model: session_for(model, device),
         )
-        self.sessions[plan.key] = compiled
-        if len(self.sessions) > self.capacity:
-            self.sessions.popitem(last=False)
+        self.sessions.put(plan.key, compiled, len(plan.nodes))
         return compiled
 
 
@@ -570,23 +579,28 @@ class OnnxruntimeExecutor:
         cache.misses += 1
         # Cut as the static graphs of the family are, so that every size gets the same values.
         compiled = session_runner(plan, device, symbolic, lambda part: session_for(part, device, threads=threads))
-        cache.sessions[plan.key] = compiled
-        if len(cache.sessions) > cache.capacity:
-            cache.sessions.popitem(last=False)
+        cache.sessions.put(plan.key, compiled, len(plan.nodes))
         return compiled
 
     def cache_info(self) -> dict:
         cache = self.cache
-        return {"sessions": len(cache.sessions), "hits": cache.hits, "misses": cache.misses, "capacity": cache.capacity}
+        sessions = cache.sessions
+        return {
+            "sessions": len(sessions),
+            "hits": cache.hits,
+            "misses": cache.misses,
+            "capacity": sessions.capacity,
+            "nodes": sessions.total,
+            "node_budget": sessions.budget,
+        }
 
     def clear_cache(self) -> None:
         self.cache.sessions.clear()
         self.cache.hits = self.cache.misses = 0
 
-    def set_cache_size(self, capacity: int) -> None:
-        self.cache.capacity = capacity
-        while len(self.cache.sessions) > capacity:
-            self.cache.sessions.popitem(last=False)
+    def set_cache_size(self, capacity: int | None = None, node_budget: int | None = None) -> None:
+        """Bounds the number of sessions kept and/or their graphs' nodes together (least recently used go first)."""
+        self.cache.sessions.bound(capacity, node_budget)
 
 
 ONNXRUNTIME = OnnxruntimeExecutor()

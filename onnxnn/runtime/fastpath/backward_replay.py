@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Callable
 
-from ...ir.caches import register_cache
+from ...ir.caches import WeightedCache, register_cache
 from ...ir.graph import Value
 from ...ir.mode import MODE, RecordingTrace, traced
 from ...ir.plan import realize_together
@@ -38,8 +38,16 @@ __all__ = ["backward", "clear_templates", "replay_info"]
 
 _LEAF = object()  # marks a leaf's part of a structural key
 _UNREPLAYABLE = object()  # a structure whose trace depended on more than structure
-_templates: dict = {}
+# Templates are bounded by count and by their generated sources' lengths together (``ir.caches.
+# WeightedCache``), least recently used evicted first: a template's source, namespace and tables
+# grow with its backward (~0.8 MB of source for an LSTM unrolled over 50 steps), so structures that
+# never repeat filled 256 of them with gigabytes. A training step's template takes 12 KB of source
+# for an MLP, 95 KB for resnet18, 234 KB for a 6-layer transformer (d_model 64), 459 KB for a
+# 12-layer one (d_model 256): the budget (~17 MB with the namespaces, about as large as the sources)
+# leaves room for tens of such models at once.
 TEMPLATE_LIMIT = 256  # a loop has a handful of structures; more means they never repeat
+SOURCE_BUDGET = 1 << 23  # characters of the templates' sources together
+_templates = WeightedCache(TEMPLATE_LIMIT, SOURCE_BUDGET)
 
 # Where a replay finds a value of the new graph: the kinds of a Template gather.
 _INPUT, _OUTPUT, _ROOT_GRADIENT, _LEAF_GRADIENT = range(4)
@@ -71,6 +79,7 @@ def backward(root: tuple, root_gradient, retain_graph: bool, engine) -> bool:
                 return False
             _trace(key, order, root, root_gradient, retain_graph, engine)
             return True
+        _templates.move_to_end(key)  # least recently used first out (``SOURCE_BUDGET``)
         if template is _UNREPLAYABLE:
             return False
         MODE.grad.in_backward += 1
@@ -116,28 +125,33 @@ _counts = {"traced": 0, "replayed": 0}
 # (a script's one training step) pays for the trace only.
 TRACE_AFTER_SIGHTINGS = 8
 SIGHTINGS_LIMIT = 4096  # keys counted; more are forgotten together, as templates are
-_size_families: dict = {}  # the key with sizes abstracted -> the first key seen of that structure
-_sightings: dict = {}  # key -> backwards seen without a template
+# Both tables hold the keys' hashes, not the keys: a key grows with its graph (~50 KB for an LSTM
+# over packed sequences of 30 steps), and thousands of structures seen once held hundreds of
+# megabytes. Two keys of one hash would only share a count (one traced sooner): templates are found
+# by the key itself.
+_size_families: dict = {}  # hash of the key with sizes abstracted -> hash of the first key seen of that structure
+_sightings: dict = {}  # hash of a key -> backwards seen without a template
 
 
 def _worth_tracing(key: tuple) -> bool:
     """Whether the first backwards of ``key`` should be traced now (see above)."""
-    family = _size_family(key)
+    digest = hash(key)
+    family = hash(_size_family(key))
     first = _size_families.get(family)
     if first is None:
         if len(_size_families) >= SIGHTINGS_LIMIT:
             _size_families.clear()
-        _size_families[family] = key
+        _size_families[family] = digest
         return True
-    if first == key:
+    if first == digest:
         return True
     if len(_sightings) >= SIGHTINGS_LIMIT:
         _sightings.clear()
-    seen = _sightings.get(key, 0) + 1
+    seen = _sightings.get(digest, 0) + 1
     if seen < TRACE_AFTER_SIGHTINGS:
-        _sightings[key] = seen
+        _sightings[digest] = seen
         return False
-    _sightings.pop(key, None)
+    _sightings.pop(digest, None)
     return True
 
 
@@ -256,9 +270,10 @@ def _trace(key: tuple, order: list, root: tuple, root_gradient, retain_graph: bo
     template = None
     if not trace.read_data:
         template = _Template.build(trace, order, locations, gradients_before, values_before, engine)
-    if len(_templates) >= TEMPLATE_LIMIT:
-        _templates.clear()
-    _templates[key] = _UNREPLAYABLE if template is None else template
+    if template is None:
+        _templates.put(key, _UNREPLAYABLE, 1)
+    else:
+        _templates.put(key, template, len(template.source))
 
 
 def _locations(order: list, root_gradient: Value, AccumulateGrad: Any) -> dict:

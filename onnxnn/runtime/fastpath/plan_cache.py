@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 
-from ...ir.caches import register_cache
+from ...ir.caches import WeightedCache, register_cache
 from ...ir.domains import OPTIMIZER_UPDATES, TRAINING_DOMAIN
 from ...ir.dtypes import bfloat16, float16, float64
 from ...ir.executors import executor
@@ -35,6 +34,7 @@ __all__ = [
     "choose",
     "clear",
     "set_capacity",
+    "set_budget",
     "watch_stable_inputs",
     "former_specialization",
     "never_specialize",
@@ -230,8 +230,16 @@ class Entry:
         return self.is_session and self.stable_runs >= 0
 
 
-_entries: dict[str, OrderedDict] = {name: OrderedDict() for name in EXECUTORS}
-_capacity = [512]
+# Entries are bounded by count and by the nodes of their plans together (``ir.caches.WeightedCache``),
+# least recently used evicted first. What an entry holds (a kernel plan, ~1-2 KB a node; a session,
+# ~5 KB) grows with its graph, so a count alone let structures that never repeat (an LSTM unrolled
+# over each new length) fill it with gigabytes. A training step of resnet18 uses 401 nodes, of a
+# 6-layer transformer (d_model 64) 702, of a 12-layer one (d_model 256) 1,709, their inference 69,
+# 152 and a few hundred: the budget leaves room for tens of such models at once. An entry running a
+# graph its structure family shares (``dynamic_shapes``) weighs 1: the family holds the graph.
+CAPACITY = 512
+NODE_BUDGET = 1 << 15
+_entries: dict[str, WeightedCache] = {name: WeightedCache(CAPACITY, NODE_BUDGET) for name in EXECUTORS}
 # Held while the entries change: a structure compiled (threads meeting a new structure at once
 # compile it once), its first runs on the kernels counted, its inputs watched and specialized, a
 # former specialization made current. A hit and a run never take it. Reentrant: a compilation may
@@ -262,9 +270,13 @@ def _shared_entry(plan: GraphPlan, name: str) -> Entry | None:
     return shared
 
 
-def _compiled_entry(plan: GraphPlan, name: str) -> Entry:
-    """The entry of the graph ``plan``'s structure family shares, or else of ``plan`` compiled alone."""
-    return _shared_entry(plan, name) or Entry(*_compile(plan, name))
+def _compiled_entry(plan: GraphPlan, name: str) -> tuple[Entry, int]:
+    """The entry of the graph ``plan``'s structure family shares, or else of ``plan`` compiled alone,
+    and its weight in the table (see ``NODE_BUDGET``)."""
+    shared = _shared_entry(plan, name)
+    if shared is not None:
+        return shared, 1
+    return Entry(*_compile(plan, name)), len(plan.nodes)
 
 
 def entry_needing_no_nodes(key: tuple, inputs: list) -> Entry | None:
@@ -274,9 +286,14 @@ def entry_needing_no_nodes(key: tuple, inputs: list) -> Entry | None:
 
     A plan known without its nodes (``known_plans``) runs only then.
     """
-    found = _entries[MODE.executor].get(key)
+    table = _entries[MODE.executor]
+    found = table.get(key)
     if found is None or found.runs_before_compiling:
         return None
+    try:
+        table.move_to_end(key)  # least recently used first out (``NODE_BUDGET``)
+    except KeyError:
+        pass  # another thread evicted it meanwhile: this run still has its entry
     if found.watches_inputs:
         specialization = found.specialization
         if specialization is None or not specialization.matches(inputs):
@@ -293,6 +310,10 @@ def entry(plan: GraphPlan) -> Entry:
     table = _entries[name]
     found = table.get(plan.key)
     if found is not None and not found.runs_before_compiling:
+        try:
+            table.move_to_end(plan.key)  # least recently used first out (``NODE_BUDGET``)
+        except KeyError:
+            pass  # another thread evicted it meanwhile (a hit takes no lock): this run still has its entry
         sessions = found.sessions
         if sessions is not None:
             sessions.hits += 1
@@ -301,16 +322,18 @@ def entry(plan: GraphPlan) -> Entry:
         return _entry_changing(plan, name, table)
 
 
-def _entry_changing(plan: GraphPlan, name: str, table: OrderedDict) -> Entry:
+def _entry_changing(plan: GraphPlan, name: str, table: WeightedCache) -> Entry:
     """``entry`` of a structure that is new, or whose first runs are on the kernels (under ``_CHANGING``)."""
-    found = table.get(plan.key)
+    key = plan.key
+    found = table.get(key)
     if found is not None:
+        table.move_to_end(key)
         if found.runs_before_compiling:
             found.runs_before_compiling -= 1
             if found.runs_before_compiling:
                 return found
-            found = _compiled_entry(plan, name)  # the structure came back: now worth its session
-            table[plan.key] = found
+            found, weight = _compiled_entry(plan, name)  # the structure came back: now worth its session
+            table.put(key, found, weight)
             return found
         sessions = found.sessions
         if sessions is not None:
@@ -320,14 +343,16 @@ def _entry_changing(plan: GraphPlan, name: str, table: OrderedDict) -> Entry:
     if name == "auto" and _first_runs_on_kernels(plan) and not dynamic_shapes.has_shared_graph(plan):
         try:
             # Not accelerated: generating its straight-line code costs more than the runs it serves.
-            found = Entry(executor("kernels").compile(plan), "kernels", FIRST_RUNS_ON_KERNELS)
+            # Nor kept in the kernels' plan cache: this entry holds it until the structure comes back
+            # and gets its session, which frees it (a structure seen once, once evicted, too).
+            found = Entry(executor("kernels").compile_uncached(plan, key[3]), "kernels", FIRST_RUNS_ON_KERNELS)
         except (RuntimeError, NotImplementedError, TypeError):
             found = None  # an op or dtype the kernels lack: onnxruntime from the first run
     if found is None:
-        found = _compiled_entry(plan, name)
-    table[plan.key] = found
-    if len(table) > _capacity[0]:
-        table.popitem(last=False)
+        found, weight = _compiled_entry(plan, name)
+    else:
+        weight = len(plan.nodes)
+    table.put(key, found, weight)
     return found
 
 
@@ -546,11 +571,17 @@ def clear() -> None:
 
 
 def set_capacity(capacity: int) -> None:
+    """Bounds the number of entries kept per executor selection (least recently used are dropped first)."""
     with _CHANGING:
-        _capacity[0] = capacity
         for table in _entries.values():
-            while len(table) > capacity:
-                table.popitem(last=False)
+            table.bound(capacity=capacity)
+
+
+def set_budget(nodes: int) -> None:
+    """Bounds the nodes of the entries' plans together, per executor selection (``NODE_BUDGET``)."""
+    with _CHANGING:
+        for table in _entries.values():
+            table.bound(budget=nodes)
 
 
 register_cache("plan entries", clear)

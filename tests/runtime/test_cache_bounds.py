@@ -1,0 +1,135 @@
+"""The caches of compiled structures are bounded by the size of what they hold, not by count alone.
+
+Each entry weighs what it holds (its graph's node count; a backward template's source length), and
+each cache evicts its least recently used entries once their weights together pass its budget.
+Structures that never repeat (an LSTM unrolled over each new sequence length) used to fill the
+count bounds with entries of megabytes each (1.8 GB for lengths 2..81), while a structure used
+every step must never be evicted (recompiling it every step would cost more than it saves).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+
+import onnxnn
+from onnxnn import nn
+from onnxnn.ir.executors import executor
+from onnxnn.ir.plan import plan
+from onnxnn.kernels import executor as kernels
+from onnxnn.runtime.fastpath import backward_replay, plan_cache
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches(monkeypatch):
+    # Every size of a structure traced at its first backward, so that sizes give distinct templates.
+    monkeypatch.setattr(backward_replay, "TRACE_AFTER_SIGHTINGS", 1)
+    onnxnn.clear_caches()
+    yield
+    onnxnn.clear_caches()
+
+
+def _pending(size: int):
+    """A pending value of one structure (three nodes), a new key per ``size``."""
+    return ((onnxnn.arange(size, dtype=onnxnn.float32) * 2.0 + 1.0).exp())._value
+
+
+def _kernel_plan(size: int):
+    return kernels.cached_plan(plan([_pending(size)]))
+
+
+def _session(size: int):
+    return executor("onnxruntime").compile(plan([_pending(size)]))
+
+
+def _plan_entry(size: int):
+    with onnxnn.set_executor("kernels"):
+        return plan_cache.entry(plan([_pending(size)]))
+
+
+def _template(size: int):
+    weight = onnxnn.ones(size, requires_grad=True)
+    (weight * weight).exp().sum().backward()
+    return backward_replay._templates[next(reversed(backward_replay._templates))]
+
+
+@dataclass(frozen=True)
+class Cache:
+    name: str
+    table: Callable[[], object]  # the cache's WeightedCache
+    use: Callable[[int], object]  # uses structure ``size`` (compiling it on a miss), returns its entry
+
+
+CACHES = [
+    Cache("kernel plans", lambda: kernels._cache.plans, _kernel_plan),
+    Cache("onnxruntime sessions", lambda: executor("onnxruntime").cache.sessions, _session),
+    Cache("plan entries", lambda: plan_cache._entries["kernels"], _plan_entry),
+    Cache("backward templates", lambda: backward_replay._templates, _template),
+]
+
+
+@pytest.mark.parametrize("cache", CACHES, ids=lambda cache: cache.name)
+def test_past_the_budget_the_least_recently_used_go_first(cache, monkeypatch):
+    table = cache.table()
+    entries = {size: cache.use(size) for size in (2, 3, 4)}
+    assert cache.use(2) is entries[2]  # a hit: structure 2 becomes the most recently used
+    keys = list(table)
+    assert len(keys) == 3 and table.total == sum(table.weights.values())
+    weights = [table.weights[key] for key in keys]
+    # Order now: 3, 4, 2. A budget one entry short evicts structure 3 alone, not the older 2.
+    table.bound(budget=table.total - weights[0])
+    assert list(table) == keys[1:]
+    # A new structure evicts the least recently used (4) and keeps 2 and itself.
+    table.bound(budget=table.total)
+    cache.use(5)
+    assert keys[2] in table and keys[1] not in table and len(table) == 2
+    assert table.total == sum(table.weights.values()) <= table.budget
+
+
+@pytest.mark.parametrize("cache", CACHES, ids=lambda cache: cache.name)
+def test_an_entry_used_every_step_is_never_evicted(cache):
+    table = cache.table()
+    hot = cache.use(2)
+    cache.use(3)
+    table.bound(budget=table.total)  # two entries' weight: each step's new structure evicts another
+    for size in range(4, 24):  # structures that never repeat, between uses of the hot one
+        assert cache.use(2) is hot
+        cache.use(size)
+        assert len(table) == 2 and table.total <= table.budget
+
+
+def test_an_lstm_over_varying_lengths_keeps_each_cache_within_its_budget(monkeypatch):
+    # An LSTM's gradient unrolls the recurrence: every length is a new structure of O(length) nodes.
+    tables = [cache.table() for cache in CACHES] + [plan_cache._entries["auto"]]
+    budgets = [3000, 3000, 3000, 300_000, 3000]  # nodes, and characters of template sources
+    for table, budget in zip(tables, budgets):
+        monkeypatch.setattr(table, "budget", budget)
+    onnxnn.manual_seed(0)
+    lstm = nn.LSTM(4, 8)
+    optimizer = onnxnn.optim.SGD(lstm.parameters(), lr=1e-3)
+    lengths = range(2, 41)
+    for length in list(lengths) + [40, 39, 2]:  # the last lengths again: sessions are compiled for them
+        optimizer.zero_grad()
+        output, _ = lstm(onnxnn.randn(length, 2, 4))
+        output.mean().backward()
+        optimizer.step()
+        for table, budget in zip(tables, budgets):
+            assert table.total == sum(table.weights.values())
+            assert table.total <= budget or len(table) == 1
+    assert len(backward_replay._templates) < len(lengths) and len(plan_cache._entries["auto"]) < len(lengths)
+    assert len(executor("onnxruntime").cache.sessions) >= 1  # the lengths that came back got theirs
+
+
+def test_backwards_counted_before_their_template_hold_no_structural_keys(monkeypatch):
+    # Other sizes of a structure are traced at their TRACE_AFTER_SIGHTINGS-th backward; until then
+    # they are counted. A key grows with the graph (tens of KB for an LSTM over packed sequences),
+    # so thousands of structures seen once held hundreds of megabytes when the keys were kept.
+    monkeypatch.setattr(backward_replay, "TRACE_AFTER_SIGHTINGS", 8)
+    for size in range(2, 12):
+        weight = onnxnn.ones(size, requires_grad=True)
+        (weight * weight).exp().sum().backward()
+    assert len(backward_replay._sightings) == 9  # the first size was traced at once
+    tables = (backward_replay._sightings, backward_replay._size_families)
+    assert all(type(item) is int for table in tables for pair in table.items() for item in pair)
