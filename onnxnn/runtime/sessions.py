@@ -12,6 +12,7 @@ import functools
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 from onnx import helper
 
 from ..ir.attributes import attribute_subgraphs
@@ -299,6 +300,23 @@ def _gemm_reads_a_transposed_output(graph: onnx.GraphProto) -> bool:
     )
 
 
+# onnxruntime 1.31's ExpandElimination removes an Expand of a size-1 tensor to a shape with a 0 as if
+# the 0 were a 1: ``ones(1).expand(0) * 2`` held one element under an empty shape, and so did an
+# empty tensor's gradient (``x.grad * 1``: the root gradient expanded to x's empty shape). A graph
+# goes without it when an Expand's target shape may hold a 0 (a constant with one, or not a constant).
+_EXPAND_ELIMINATION = "ExpandElimination"
+
+
+def _expands_to_empty(graph: onnx.GraphProto, constants: dict) -> bool:
+    """Whether an Expand of ``graph`` may target a shape with a 0 (``constants``: name -> TensorProto)."""
+    for node in graph.node:
+        if node.op_type == "Expand" and len(node.input) > 1:
+            shape = constants.get(node.input[1])
+            if shape is None or 0 in numpy_helper.to_array(shape).tolist():
+                return True
+    return False
+
+
 def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
     """The onnxruntime graph transformers that onnxnn's session of ``model`` leaves out.
 
@@ -306,8 +324,8 @@ def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
     or functions) holds an op whose NCHWc kernel repays the layout's reorders (``NCHWC_REPAYING_OPS``;
     a convolution of the main graph only with a constant weight); ``CommonSubexpressionElimination``
     in a graph of more than ``COMMON_SUBEXPRESSIONS_MOST_NODES`` nodes; ``LayerNormFusionL1`` in a
-    graph with a Pow (see ``_POW_BREAKS_LAYER_NORM_FUSION``); ``GemmTransposeFusion`` and the
-    transpose optimizer where the graph has the patterns they break. A serialized model keeps all
+    graph with a Pow (see ``_POW_BREAKS_LAYER_NORM_FUSION``); ``GemmTransposeFusion``, the transpose
+    optimizer and ``ExpandElimination`` where the graph has the patterns they break. A serialized model keeps all
     but these.
     """
     if isinstance(model, bytes):
@@ -327,6 +345,17 @@ def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
         disabled += ["TransposeOptimizer", "TransposeOptimizer_CPUExecutionProvider"]
     constants = {initializer.name for initializer in graph.initializer}
     constants.update(output for node in graph.node if node.op_type == "Constant" for output in node.output)
+    if any(node.op_type == "Expand" for node in graph.node):
+        values = {initializer.name: initializer for initializer in graph.initializer}
+        values.update(
+            (node.output[0], attribute.t)
+            for node in graph.node
+            if node.op_type == "Constant"
+            for attribute in node.attribute
+            if attribute.name == "value"
+        )
+        if _expands_to_empty(graph, values):
+            disabled.append(_EXPAND_ELIMINATION)
     if not (_repays_nchwc(graph, constants) or any(_repays_nchwc(function, None) for function in model.functions)):
         disabled.append("NchwcTransformer")
     return disabled

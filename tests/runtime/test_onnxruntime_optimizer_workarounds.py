@@ -94,3 +94,25 @@ def test_a_normalization_by_a_fourth_power_is_not_taken_for_a_layer_norm(executo
     want = centred / np.sqrt((centred**4).mean(-1, keepdims=True) + 1e-5) * scale + shift
     # float32 means of 8 fourth powers: a few units in the last place.
     np.testing.assert_allclose(result, want, rtol=1e-5, atol=1e-5)
+
+
+def _empty_gradient_times_one():
+    x = onnxnn.ones(0, 3, requires_grad=True)
+    (x * 2).sum().backward()
+    return x.grad * 1
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize(
+    "compute, shape",
+    [
+        pytest.param(lambda: (onnxnn.ones(1) * 3).expand(0) * 2, (0,), id="expand-to-empty"),
+        pytest.param(lambda: (onnxnn.ones(2, 1) * 3).expand(2, 0) + 1, (2, 0), id="expand-inner-to-empty"),
+        pytest.param(_empty_gradient_times_one, (0, 3), id="empty-gradient"),
+    ],
+)
+def test_an_expand_to_an_empty_shape_stays_empty(executor, compute, shape):
+    # ExpandElimination took the 0 of the target shape for a 1: one element under an empty shape.
+    with onnxnn.set_executor(executor):
+        result = compute().numpy()
+    assert result.shape == shape
