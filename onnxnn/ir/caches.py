@@ -37,13 +37,16 @@ def cache_names() -> list[str]:
 
 
 class WeightedCache(OrderedDict):
-    """Entries least recently used first, bounded by their count and by the total of their weights.
+    """Entries oldest first, bounded by their count and by the total of their weights.
 
     A weight is known when the entry is made (its graph's node count, its generated source's length),
-    so bounding costs nothing on a hit: a hit is the dict's own ``get`` and ``move_to_end``. ``put``
-    adds an entry and evicts the least recently used ones while there are more than ``capacity`` or
-    their weights add up to more than ``budget``; the entry just put stays even alone over the budget
-    (its caller runs it now), unless ``capacity`` is 0 (caching switched off).
+    so bounding costs nothing on a hit. ``put`` adds an entry and evicts the oldest ones while there
+    are more than ``capacity`` or their weights add up to more than ``budget``; the entry just put
+    stays even alone over the budget (its caller runs it now), unless ``capacity`` is 0 (caching
+    switched off). An entry whose value has a true ``recently_used`` attribute gets a second chance
+    instead: the mark is cleared and the entry moves to the end. A hit on a hot path sets the mark
+    (one attribute store) rather than calling ``move_to_end``, which would hash the key again: a
+    structural key is a long tuple, whose hash Python does not keep (about a microsecond per hit).
     Entries must be added and removed by ``put``, ``discard`` and ``clear``, which keep the weights.
     """
 
@@ -65,7 +68,11 @@ class WeightedCache(OrderedDict):
     def trim(self) -> None:
         """Evicts the least recently used entries until the count and the total weight are within bounds."""
         while len(self) > self.capacity or (len(self) > 1 and self.total > self.budget):
-            key, _ = self.popitem(last=False)
+            key, value = self.popitem(last=False)
+            if getattr(value, "recently_used", False) and len(self) >= 1:
+                value.recently_used = False  # used since it last came round: kept, as the newest
+                self[key] = value
+                continue
             self.total -= self.weights.pop(key)
 
     def bound(self, capacity: int | None = None, budget: int | None = None) -> None:

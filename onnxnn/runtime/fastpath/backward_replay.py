@@ -79,9 +79,9 @@ def backward(root: tuple, root_gradient, retain_graph: bool, engine) -> bool:
                 return False
             _trace(key, order, root, root_gradient, retain_graph, engine)
             return True
-        _templates.move_to_end(key)  # least recently used first out (``SOURCE_BUDGET``)
         if template is _UNREPLAYABLE:
             return False
+        template.recently_used = True  # kept over older unused templates (``SOURCE_BUDGET``)
         MODE.grad.in_backward += 1
         try:
             replayed = template.replay(order, root_gradient._value, retain_graph)
@@ -315,6 +315,7 @@ class _Template:
         "released",
         "source",
         "replay",
+        "recently_used",
     )
     checks: list[tuple[int, int]]  # (function position, saved input index) whose version is checked
     constants: list
@@ -324,6 +325,7 @@ class _Template:
     together: list[tuple[int, ...]]  # the slots of each group realize_together was asked for, in its order
     functions: list[int]
     released: list  # per function of ``functions``, the ReleasedNode a replay leaves it (structural: shared)
+    recently_used: bool  # replayed since the templates' evictions last came round (``WeightedCache``)
     source: str
     replay: Callable[..., bool]
 
@@ -374,6 +376,7 @@ class _Template:
             for position in template.functions
         ]
         template.source, template.replay = template._write_replay(engine.Tensor)
+        template.recently_used = False
         return template
 
     def _write_replay(self, Tensor: type) -> tuple:

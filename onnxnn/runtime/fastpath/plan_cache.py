@@ -209,10 +209,12 @@ class Entry:
         "stable_runs",
         "stable_inputs",
         "runs_before_compiling",
+        "recently_used",
     )
 
     def __init__(self, runner, executor_name: str, runs_before_compiling: int = 0):
         self.runner = runner
+        self.recently_used = False  # hit since the table's evictions last came round (``WeightedCache``)
         # > 0: a structure's first runs on the kernels; this many more before its session is compiled.
         self.runs_before_compiling = runs_before_compiling
         self.is_session = executor_name == "onnxruntime"
@@ -290,10 +292,7 @@ def entry_needing_no_nodes(key: tuple, inputs: list) -> Entry | None:
     found = table.get(key)
     if found is None or found.runs_before_compiling:
         return None
-    try:
-        table.move_to_end(key)  # least recently used first out (``NODE_BUDGET``)
-    except KeyError:
-        pass  # another thread evicted it meanwhile: this run still has its entry
+    found.recently_used = True  # kept over older unused entries (``NODE_BUDGET``)
     if found.watches_inputs:
         specialization = found.specialization
         if specialization is None or not specialization.matches(inputs):
@@ -310,10 +309,7 @@ def entry(plan: GraphPlan) -> Entry:
     table = _entries[name]
     found = table.get(plan.key)
     if found is not None and not found.runs_before_compiling:
-        try:
-            table.move_to_end(plan.key)  # least recently used first out (``NODE_BUDGET``)
-        except KeyError:
-            pass  # another thread evicted it meanwhile (a hit takes no lock): this run still has its entry
+        found.recently_used = True  # kept over older unused entries (``NODE_BUDGET``)
         sessions = found.sessions
         if sessions is not None:
             sessions.hits += 1
