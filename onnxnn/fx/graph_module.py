@@ -209,12 +209,19 @@ class GraphModule(Module):
         return True
 
     def delete_all_unused_submodules(self) -> None:
-        """Removes every submodule that no ``call_module`` or ``get_attr`` node needs."""
+        """Removes every submodule that no ``call_module`` or ``get_attr`` node needs.
+
+        A module a ``call_module`` node calls needs its own submodules too (a leaf module's layers,
+        which its forward runs), as do the modules on the path to any target.
+        """
         used: set[str] = set()
         for node in self.graph.nodes:
             if node.op in ("call_module", "get_attr"):
                 parts = node.target.split(".")
                 used.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+                if node.op == "call_module":
+                    called = self.get_submodule(node.target)
+                    used.update(f"{node.target}.{name}" for name, _ in called.named_modules() if name)
         for name, _ in list(self.named_modules()):
             if name and name not in used:
                 self.delete_submodule(name)

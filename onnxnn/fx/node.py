@@ -25,7 +25,16 @@ Argument = Any  # a Node, a primitive, or a tuple/list/dict/slice of Arguments
 OPCODES = ("placeholder", "get_attr", "call_module", "call_function", "call_method", "output", "root")
 
 # Functions whose call changes state: dead-code elimination never removes their nodes.
-_SIDE_EFFECT_FUNCTIONS = {operator.setitem, operator.delitem, builtins.print}
+
+
+def check_specialized(value: Any, expected: Any, name: str) -> None:
+    """Raises where the argument ``name``, traced as the constant ``expected`` (``concrete_args``), is
+    given another value: the graph holds only the branches that value took (as torch.fx asserts)."""
+    if value is not expected and value != expected:
+        raise AssertionError(f"{name} has been specialized to have value {expected!r} but got another value")
+
+
+_SIDE_EFFECT_FUNCTIONS = {operator.setitem, operator.delitem, builtins.print, check_specialized}
 
 
 def map_aggregate(argument: Argument, fn: Callable[[Argument], Argument]) -> Argument:

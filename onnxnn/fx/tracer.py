@@ -28,10 +28,14 @@ from ..nn.modules.module import Module
 from ..runtime.tensor import Tensor
 from .graph import Graph
 from .graph_module import GraphModule
-from .node import Argument, Node, map_aggregate
+from .node import Argument, Node, check_specialized, map_aggregate
 from .proxy import Proxy, TraceError
 
 __all__ = ["Tracer", "symbolic_trace", "wrap"]
+
+# The concrete argument values a traced module checks at each call (``check_specialized``): those whose
+# ``==`` is a plain truth. (Tensors and containers of them are traced as given, unchecked.)
+_CHECKED_CONSTANTS = (bool, int, float, str)
 
 # (globals dict, name) pairs registered by ``wrap``: patched for every trace.
 _WRAPPED: list[tuple[dict, str]] = []
@@ -293,13 +297,16 @@ class Tracer:
             raise TraceError(f"concrete_args names {sorted(unknown)}, which forward does not take")
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
+        specialized: list[tuple[Node, Any, str]] = []
         for parameter in parameters:
             if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
                 raise TraceError(f"symbolic_trace cannot trace *{parameter.name} or **{parameter.name} arguments")
             if parameter.name in concrete:
                 # Still an argument of the generated forward (as in torch.fx), defaulting to the traced value.
                 value = concrete[parameter.name]
-                self.create_node("placeholder", parameter.name, (value,), {})
+                node = self.create_node("placeholder", parameter.name, (value,), {})
+                if value is None or type(value) in _CHECKED_CONSTANTS:
+                    specialized.append((node, value, parameter.name))
             else:
                 default = () if parameter.default is parameter.empty else (parameter.default,)
                 value = self.proxy(self.create_node("placeholder", parameter.name, default, {}))
@@ -307,6 +314,8 @@ class Tracer:
                 kwargs[parameter.name] = value
             else:
                 args.append(value)
+        for node, value, name in specialized:  # after the placeholders: a call with another value raises
+            self.create_node("call_function", check_specialized, (node, value, name), {})
         return args, kwargs
 
     def _patch(self, patcher: _Patcher, root_globals: dict) -> None:

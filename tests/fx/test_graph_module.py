@@ -114,3 +114,42 @@ def test_a_graph_module_pickles_and_runs_after_loading():
     x = onnxnn.randn(1, 2, 4, 4)
     with onnxnn.no_grad():
         np.testing.assert_array_equal(loaded(x).numpy(), gm(x).numpy())
+
+
+class _LeafBlock(nn.Module):
+    """A module traced as a leaf whose forward runs layers of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
+
+    def forward(self, x):
+        return self.inner(x) * 2
+
+
+class _WithLeaf(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = _LeafBlock()
+        self.unused = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.block(x) + 1
+
+
+class _LeafTracer(fx.Tracer):
+    def is_leaf_module(self, module, qualified_name: str) -> bool:
+        return isinstance(module, _LeafBlock) or super().is_leaf_module(module, qualified_name)
+
+
+def test_deleting_unused_submodules_keeps_what_called_modules_run():
+    model = _WithLeaf().eval()
+    gm = fx.GraphModule(model, _LeafTracer().trace(model))
+    x = onnxnn.randn(2, 3)
+    with onnxnn.no_grad():
+        expected = model(x).numpy()
+    gm.delete_all_unused_submodules()
+    assert not hasattr(gm, "unused") and isinstance(gm.block.inner[0], nn.Linear)
+    with onnxnn.no_grad():
+        np.testing.assert_array_equal(gm(x).numpy(), expected)
+        np.testing.assert_array_equal(model(x).numpy(), expected)  # the original shares its modules

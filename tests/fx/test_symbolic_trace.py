@@ -12,6 +12,7 @@ from .fx_models import Block, Mixed, mixed_numpy
 import onnxnn
 import onnxnn.nn.functional as F
 from onnxnn import fx, nn
+from onnxnn.fx.node import check_specialized
 from onnxnn.fx.tracer import Tracer
 
 EXPECTED_MIXED = [
@@ -176,8 +177,14 @@ def test_control_flow_on_a_proxy_raises_trace_error():
 def test_concrete_args_specialize_control_flow():
     gm = fx.symbolic_trace(Branchy(), concrete_args={"flag": True})
     targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
-    assert targets == [operator.add]
+    assert targets == [check_specialized, operator.add]
     np.testing.assert_array_equal(gm(onnxnn.tensor([1.0])).numpy(), [2.0])
+    np.testing.assert_array_equal(gm(onnxnn.tensor([1.0]), True).numpy(), [2.0])
+    # The graph holds the branch True took: another value raises, as torch.fx's assertion does.
+    with pytest.raises(AssertionError, match="flag has been specialized to have value True but got another value"):
+        gm(onnxnn.tensor([1.0]), False)
+    gm.graph.eliminate_dead_code()
+    assert check_specialized in [n.target for n in gm.graph.nodes]
     with pytest.raises(fx.TraceError, match="does not take"):
         fx.symbolic_trace(Branchy(), concrete_args={"nope": 1})
 
