@@ -8,6 +8,7 @@ value and bump a version counter (DESIGN principle 5).
 from __future__ import annotations
 
 import copy
+import threading
 import weakref
 from operator import attrgetter
 
@@ -153,6 +154,7 @@ def apply_op(
 
 
 _new_object = object.__new__
+_ACCUMULATOR_CREATION = threading.Lock()  # see Tensor._grad_accumulator
 _weak_reference = weakref.ref
 # What a tensor's __dict__ holds for autograd (see Tensor's class-level defaults): copies and pickles leave it behind.
 _AUTOGRAD_STATE = frozenset(("_grad", "_accumulator", "_backward_hooks", "_post_accumulate_grad_hooks"))
@@ -380,8 +382,14 @@ class Tensor(TensorMethods, TensorAPI, TensorConversions, TensorInPlace):
     def _grad_accumulator(self) -> AccumulateGrad:
         accumulator = self._accumulator() if self._accumulator is not None else None
         if accumulator is None:
-            accumulator = AccumulateGrad(self)
-            self._accumulator = weakref.ref(accumulator)
+            # One accumulator per leaf at a time, even when threads record at once: a backward finds a
+            # leaf's edges by its accumulator (``backward(inputs=...)`` asks for it), so two made at
+            # once would leave one thread's gradients at an accumulator nobody accumulates.
+            with _ACCUMULATOR_CREATION:
+                accumulator = self._accumulator() if self._accumulator is not None else None
+                if accumulator is None:
+                    accumulator = AccumulateGrad(self)
+                    self._accumulator = weakref.ref(accumulator)
         return accumulator
 
     def backward(
