@@ -102,6 +102,9 @@ class _Writer:
                 return f"{self.module_name(top_level, 'onnxnn')}.{name}"
             if getattr(_functional, name, None) is target:
                 return f"{self.module_name(top_level, 'onnxnn')}.nn.functional.{name}"
+            for namespace in ("linalg", "special"):
+                if getattr(getattr(top_level, namespace, None), name, None) is target:
+                    return f"{self.module_name(top_level, 'onnxnn')}.{namespace}.{name}"
             if getattr(builtins, name, None) is target:
                 return f"{self.module_name(builtins, 'builtins')}.{name}"
             if getattr(operator, name, None) is target:

@@ -24,6 +24,11 @@ class TraceError(ValueError):
     """Raised when a traced program needs a value that symbolic tracing does not have."""
 
 
+class _ConversionError(TraceError, TypeError):
+    """``int(proxy)``, ``float(proxy)``, ``range(proxy)``: a TypeError, as torch.fx's Proxy gives
+    (it defines no conversions), which is still a TraceError for code that catches those."""
+
+
 class Proxy:
     """A traced value: operations on it add nodes to its tracer's graph.
 
@@ -76,13 +81,22 @@ class Proxy:
         )
 
     def __index__(self) -> int:
-        raise TraceError("symbolically traced variables cannot be used as an index or a size")
+        raise _ConversionError(
+            "'Proxy' object cannot be interpreted as an integer "
+            "(symbolically traced variables cannot be used as an index or a size)"
+        )
 
     def __int__(self) -> int:
-        raise TraceError("symbolically traced variables cannot be converted to int")
+        raise _ConversionError(
+            "int() argument must be a string, a bytes-like object or a real number, not 'Proxy' "
+            "(symbolically traced variables cannot be converted to int)"
+        )
 
     def __float__(self) -> float:
-        raise TraceError("symbolically traced variables cannot be converted to float")
+        raise _ConversionError(
+            "float() argument must be a string or a real number, not 'Proxy' "
+            "(symbolically traced variables cannot be converted to float)"
+        )
 
     def keys(self) -> Any:
         return self.tracer.keys(self)

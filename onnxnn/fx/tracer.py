@@ -7,16 +7,20 @@ restored afterwards (even when tracing fails):
   other modules run their ``forward`` so that their operations are recorded one by one.
 * ``Module.__getattribute__`` and ``__getattr__``: a parameter or buffer read in a traced ``forward``
   records ``get_attr``.
-* the public functions of ``onnxnn`` and ``onnxnn.nn.functional`` (and those named by ``wrap``):
-  a call with a Proxy anywhere in its arguments records ``call_function``.
+* the public functions of ``onnxnn``, ``onnxnn.nn.functional``, ``onnxnn.linalg``, ``onnxnn.special``
+  and the ``Tracer``'s autowrap modules (``math``), those named by ``wrap`` (a builtin such as ``len``
+  too), and the same functions imported by name in the files of the traced forwards: a call with a
+  Proxy anywhere in its arguments records ``call_function``.
 * Tensor's binary operators return NotImplemented for a Proxy operand, so that ``tensor + proxy``
   reaches ``Proxy.__radd__``.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
+import math
 import sys
 import types
 from collections import OrderedDict
@@ -36,6 +40,10 @@ __all__ = ["Tracer", "symbolic_trace", "wrap"]
 # The concrete argument values a traced module checks at each call (``check_specialized``): those whose
 # ``==`` is a plain truth. (Tensors and containers of them are traced as given, unchecked.)
 _CHECKED_CONSTANTS = (bool, int, float, str)
+
+# onnxnn's function namespaces besides the top level and nn.functional: their public functions
+# record ``call_function`` when given a Proxy (torch reaches all of torch.* by __torch_function__).
+_FUNCTION_NAMESPACES = ("linalg", "special")
 
 # (globals dict, name) pairs registered by ``wrap``: patched for every trace.
 _WRAPPED: list[tuple[dict, str]] = []
@@ -100,7 +108,7 @@ class _Patcher:
 
     def patch(self, owner: Any, name: str, replacement: Any) -> None:
         is_dict = isinstance(owner, dict)
-        original = owner[name] if is_dict else owner.__dict__.get(name, _MISSING)
+        original = owner.get(name, _MISSING) if is_dict else owner.__dict__.get(name, _MISSING)
         if is_dict:
             owner[name] = replacement
         else:
@@ -110,7 +118,9 @@ class _Patcher:
     def restore(self) -> None:
         while self._saved:
             owner, name, original, is_dict = self._saved.pop()
-            if is_dict:
+            if is_dict and original is _MISSING:
+                del owner[name]
+            elif is_dict:
                 owner[name] = original
             elif original is _MISSING:
                 delattr(owner, name)
@@ -139,7 +149,22 @@ class Tracer:
         >>> graph_module = fx.GraphModule(model, graph)
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, autowrap_modules: tuple[types.ModuleType, ...] = (math,), autowrap_functions: tuple[Callable, ...] = ()
+    ) -> None:
+        """
+        Args:
+            autowrap_modules: modules whose public functions record ``call_function`` when given a
+                Proxy (``math.sqrt(x.shape[-1])``), wherever the traced code calls them, as in torch.fx.
+            autowrap_functions: single functions treated the same way.
+        """
+        self._autowrap_modules = tuple(autowrap_modules)
+        self._autowrap_functions = tuple(autowrap_functions)
+        self._patched_globals: set[int] = set()
+        self._autowrap_function_ids = {id(function) for function in autowrap_functions}
+        self._autowrap_function_ids.update(
+            id(function) for module in self._autowrap_modules for _, function in _public_functions(module)
+        )
         self.graph = Graph()
         self.root: Module = Module()
         self.module_stack: OrderedDict[str, tuple[str, type]] = OrderedDict()
@@ -292,9 +317,8 @@ class Tracer:
 
     def _placeholders(self, function: Callable[..., Any], bound_self: tuple, concrete: dict) -> tuple[list, dict]:
         parameters = list(inspect.signature(function).parameters.values())[len(bound_self) :]
-        unknown = set(concrete) - {parameter.name for parameter in parameters}
-        if unknown:
-            raise TraceError(f"concrete_args names {sorted(unknown)}, which forward does not take")
+        # Names forward does not take are ignored, as torch.fx ignores them.
+        defaults_traced_value = self._concrete_defaults(parameters, concrete)
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         specialized: list[tuple[Node, Any, str]] = []
@@ -302,9 +326,11 @@ class Tracer:
             if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
                 raise TraceError(f"symbolic_trace cannot trace *{parameter.name} or **{parameter.name} arguments")
             if parameter.name in concrete:
-                # Still an argument of the generated forward (as in torch.fx), defaulting to the traced value.
+                # Still an argument of the generated forward (as in torch.fx), defaulting to the traced
+                # value where the parameters after it leave Python room for a default.
                 value = concrete[parameter.name]
-                node = self.create_node("placeholder", parameter.name, (value,), {})
+                default = (value,) if defaults_traced_value[parameter.name] else ()
+                node = self.create_node("placeholder", parameter.name, default, {})
                 if value is None or type(value) in _CHECKED_CONSTANTS:
                     specialized.append((node, value, parameter.name))
             else:
@@ -318,6 +344,34 @@ class Tracer:
             self.create_node("call_function", check_specialized, (node, value, name), {})
         return args, kwargs
 
+    @staticmethod
+    def _concrete_defaults(parameters: list[inspect.Parameter], concrete: dict) -> dict[str, bool]:
+        """Per concrete parameter, whether its placeholder may default to the traced value.
+
+        The generated ``forward`` lists every placeholder positionally, and a default may not come
+        before a parameter without one (``concrete_args={"flag": True}`` for ``forward(self, flag, x)``).
+        """
+        defaulted_tail = True  # every placeholder after this one has a default
+        allowed: dict[str, bool] = {}
+        for parameter in reversed(parameters):
+            if parameter.name in concrete:
+                allowed[parameter.name] = has_default = defaulted_tail
+            else:
+                has_default = parameter.default is not parameter.empty
+            defaulted_tail = defaulted_tail and has_default
+        return allowed
+
+    def _patch_globals(self, patcher: _Patcher, globals_dict: dict, replaced: dict[int, Callable[..., Any]]) -> None:
+        """Points a module's globals that name a recorded function (by import) at its recording version."""
+        if id(globals_dict) in self._patched_globals:
+            return
+        self._patched_globals.add(id(globals_dict))
+        for name, value in list(globals_dict.items()):
+            if name.startswith("_") and id(value) in self._autowrap_function_ids:
+                continue  # torch.fx autowraps public names only
+            if id(value) in replaced and not isinstance(value, type):
+                patcher.patch(globals_dict, name, replaced[id(value)])
+
     def _patch(self, patcher: _Patcher, root_globals: dict) -> None:
         tracer = self
         original_call = Module.__call__
@@ -325,6 +379,8 @@ class Tracer:
 
         def module_call(mod: Module, *args: Any, **kwargs: Any) -> Any:
             def forward(*args: Any, **kwargs: Any) -> Any:
+                # A submodule defined in another file may call functions imported there by name.
+                tracer._patch_globals(patcher, getattr(type(mod).forward, "__globals__", {}), replaced)
                 return original_call(mod, *args, **kwargs)
 
             return tracer.call_module(mod, forward, args, kwargs)
@@ -352,17 +408,22 @@ class Tracer:
         patcher.patch(Module, "__getattr__", module_getattr)
         patcher.patch(Module, "__getattribute__", module_getattribute)
         replaced: dict[int, Callable[..., Any]] = {}
-        for namespace in (sys.modules["onnxnn"], _functional):  # the parent package is loaded before fx
+        top_level = sys.modules["onnxnn"]  # the parent package is loaded before fx
+        namespaces = [top_level, _functional, *(getattr(top_level, name) for name in _FUNCTION_NAMESPACES)]
+        for namespace in (*namespaces, *self._autowrap_modules):
             for name, function in _public_functions(namespace):
                 wrapper = replaced.setdefault(id(function), _recording(function))
                 patcher.patch(namespace, name, wrapper)
+        for function in self._autowrap_functions:
+            replaced.setdefault(id(function), _recording(function))
         for globals_dict, name in _WRAPPED:
-            if name in globals_dict:
-                patcher.patch(globals_dict, name, _recording(globals_dict[name]))
+            # A builtin (``wrap("len")``) is looked up in builtins and shadowed by a global, as in torch.fx.
+            original = globals_dict[name] if name in globals_dict else getattr(builtins, name, None)
+            if original is not None:
+                patcher.patch(globals_dict, name, _recording(original))
+        self._patched_globals = set()
         # ``from onnxnn.nn.functional import relu`` in the root's module: the same function, patched too.
-        for name, value in list(root_globals.items()):
-            if id(value) in replaced and not isinstance(value, type):
-                patcher.patch(root_globals, name, replaced[id(value)])
+        self._patch_globals(patcher, root_globals, replaced)
         for owner in Tensor.__mro__:
             if not owner.__module__.startswith("onnxnn."):
                 continue
