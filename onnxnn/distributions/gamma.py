@@ -6,7 +6,7 @@ from ..ir import dtypes
 from ..runtime.creation import as_tensor
 from ..runtime.grad_mode import is_grad_enabled, no_grad
 from ..runtime.ops.elementwise import where
-from ..runtime.ops.special_functions import igamma
+from ..runtime.ops.incomplete_gamma import igamma
 from ..runtime.tensor import Size, Tensor
 from . import constraints
 from ._standard_gamma import _log_sample_derivative, standard_gamma_log

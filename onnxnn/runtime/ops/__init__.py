@@ -36,7 +36,8 @@ from .extras import *  # noqa: F401,F403
 from .finite_differences import *  # noqa: F401,F403
 from .spectral import *  # noqa: F401,F403
 from .segments import *  # noqa: F401,F403
-from .special_functions import *  # noqa: F401,F403  (lgamma, digamma, polygamma, igamma, zeta: issue #12)
+from .special_functions import *  # noqa: F401,F403  (lgamma, digamma, polygamma, zeta: issue #12)
+from .incomplete_gamma import *  # noqa: F401,F403
 from .error_functions import *  # noqa: F401,F403  (erfc, erfcx, erfinv)
 from .bessel import *  # noqa: F401,F403  (torch.special's bessel_j0/j1, modified_bessel_k0/k1)
 from .orthogonal_polynomials import *  # noqa: F401,F403  (torch.special's polynomials)
