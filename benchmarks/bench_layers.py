@@ -32,7 +32,7 @@ one-op layer, and on one thread 11 of the 12 model-size layers are within 1.1x: 
 1.00-1.02, pools 1.05-1.06, norms 1.03-1.08. ResNet's head (AdaptiveAvgPool2d to 1 on
 8x512x14x14), whose whole raw run is 0.19-0.28 ms, was at 1.08-1.14x. Since 2026-11-29 onnxnn's
 sessions of graphs without a convolution, AveragePool or GlobalMaxPool leave out onnxruntime's
-NCHWc layout (``sessions.NCHWC_REPAYING_OPS``), whose reorders cost MaxPool and GlobalAveragePool
+NCHWc layout (``session_optimizers.NCHWC_REPAYING_OPS``), whose reorders cost MaxPool and GlobalAveragePool
 more than its kernels save; the raw sessions keep onnxruntime's defaults, so those rows now
 measure a faster session plus onnxnn's per-call cost (``forward_breakdown_us`` separates them):
 the head 0.60-0.69x, MaxPool2d(3, 2, 1) 0.37-0.39x.

@@ -37,7 +37,7 @@ When nothing is read between forward and backward (``loss.backward(); optimizer.
 forward and backward passes are computed together, by one run of one graph, which frees each value
 after its last use there: the forward's intermediates inside ``function`` die in the forward part
 and a second copy of those nodes runs before their gradients. onnxruntime's common-subexpression
-elimination (on for graphs of up to ``runtime.sessions.COMMON_SUBEXPRESSIONS_MOST_NODES`` nodes)
+elimination (on for graphs of up to ``runtime.session_optimizers.COMMON_SUBEXPRESSIONS_MOST_NODES`` nodes)
 merges that copy back into the forward's nodes, so such a run has the memory and time of the graph
 without checkpointing, except after a dropout, whose recomputed mask is a new value (two such blocks
 of 64 and 256 features: 51 recorded nodes, 36 after onnxruntime's optimizations, as without

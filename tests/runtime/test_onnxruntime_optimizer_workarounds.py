@@ -1,6 +1,6 @@
 """Graphs onnxruntime 1.31's optimizers broke (could not build, or computed wrongly): onnxnn's sessions
 leave those optimizers out where the graph has the pattern (``runtime/sessions.py``:
-``disabled_optimizers``)."""
+``session_optimizers.disabled_optimizers``)."""
 
 from __future__ import annotations
 

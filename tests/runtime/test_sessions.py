@@ -10,12 +10,8 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper
 
-from onnxnn.runtime.sessions import (
-    COMMON_SUBEXPRESSIONS_MOST_NODES,
-    DISABLED_OPTIMIZERS,
-    create_session,
-    disabled_optimizers,
-)
+from onnxnn.runtime.session_optimizers import COMMON_SUBEXPRESSIONS_MOST_NODES, DISABLED_OPTIMIZERS, disabled_optimizers
+from onnxnn.runtime.sessions import create_session
 
 OPSET = [helper.make_opsetid("", 17)]
 
@@ -68,7 +64,7 @@ def _conv_in_function():
 
 # A graph keeps onnxruntime's NCHWc layout only when it holds a convolution with a constant weight,
 # an AveragePool or a GlobalMaxPool, whose kernels repay the reorders around them
-# (sessions.NCHWC_REPAYING_OPS; a fed weight, as in training, leaves the convolution as it is).
+# (session_optimizers.NCHWC_REPAYING_OPS; a fed weight, as in training, leaves the convolution as it is).
 LAYOUT_CASES = [
     ("max pool alone", lambda: _model([_node("MaxPool")]), True),
     ("global average pool alone", lambda: _model([_node("GlobalAveragePool")]), True),

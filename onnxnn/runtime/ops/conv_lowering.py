@@ -38,7 +38,7 @@ exact forms where that is faster:
   3x3, 144 channels at 56x56, 0.85x (on two threads 0.41x).
 
 A constant weight keeps the op: onnxruntime packs it once and moves it to its blocked layout itself
-(sessions.disabled_optimizers). Exported graphs always keep the op (``build_model(lower=True)`` is
+(session_optimizers.disabled_optimizers). Exported graphs always keep the op (``build_model(lower=True)`` is
 for onnxnn's own sessions only). Only the choice of a form reads sizes.
 """
 
