@@ -47,6 +47,22 @@ _BINARY = {
     operator.gt: ">",
     operator.ge: ">=",
 }
+# In-place operators, written as statements (the node then names the updated first operand), as torch.fx.
+_INPLACE = {
+    operator.iadd: "+=",
+    operator.iand: "&=",
+    operator.ifloordiv: "//=",
+    operator.ilshift: "<<=",
+    operator.imod: "%=",
+    operator.imul: "*=",
+    operator.imatmul: "@=",
+    operator.ior: "|=",
+    operator.ipow: "**=",
+    operator.irshift: ">>=",
+    operator.isub: "-=",
+    operator.itruediv: "/=",
+    operator.ixor: "^=",
+}
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -68,7 +84,8 @@ def attribute_path(root: str, target: str) -> str:
     """``self.layer1`` / ``getattr(self.layers, "0")`` for a dotted attribute path."""
     expression = root
     for part in target.split("."):
-        expression = f"{expression}.{part}" if is_identifier(part) else f"getattr({expression}, {part!r})"
+        quoted = f'"{part}"' if part.isidentifier() or part.isdigit() else repr(part)  # torch.fx's quotes
+        expression = f"{expression}.{part}" if is_identifier(part) else f"getattr({expression}, {quoted})"
     return expression
 
 
@@ -76,7 +93,9 @@ class _Writer:
     def __init__(self, graph: Graph, root_module: str) -> None:
         self.root_module = root_module
         self.globals: dict[str, Any] = {"builtins": builtins}
+        # A ``*args`` placeholder's parameter is ``args`` (the node, ``_args``, is assigned from it).
         self.taken = {node.name for node in graph.nodes} | {root_module}
+        self.taken |= {node.target.lstrip("*") for node in graph.nodes if node.op == "placeholder"}
         self.graph = graph
 
     def global_name(self, value: Any, preferred: str) -> str:
@@ -142,7 +161,7 @@ class _Writer:
 
     def call_arguments(self, args: tuple, kwargs: dict) -> str:
         parts = [self.argument(value) for value in args]
-        parts += [f"{key}={self.argument(value)}" for key, value in kwargs.items()]
+        parts += [f"{key} = {self.argument(value)}" for key, value in kwargs.items()]  # torch.fx's spacing
         return ", ".join(parts)
 
     def expression(self, node: Node) -> str:
@@ -166,21 +185,64 @@ class _Writer:
                 return f"{self.operand(args[0])}.{args[1]}"
         return f"{self.callable_expression(target)}({self.call_arguments(args, kwargs)})"
 
+    def statement(self, node: Node) -> str:
+        """The line computing ``node``: an assignment, or an in-place statement then the assignment."""
+        args = node.args
+        if node.op == "call_function" and not node.kwargs and isinstance(args[0] if args else None, Node):
+            receiver = self.operand(args[0])
+            if node.target is operator.setitem and len(args) == 3:
+                update = f"{receiver}[{self.argument(args[1])}] = {self.argument(args[2])}"
+                return f"{update};  {node.name} = {receiver}"
+            if node.target in _INPLACE and len(args) == 2:
+                return f"{receiver} {_INPLACE[node.target]} {self.argument(args[1])};  {node.name} = {receiver}"
+        return f"{node.name} = {self.expression(node)}"
+
     def write(self) -> PythonCode:
         parameters = [self.root_module]
         body = []
+        written: set[str] = set()
+        last_uses = _last_uses(self.graph)
         for node in self.graph.nodes:
             if node.op == "placeholder":
+                # As torch.fx writes it: the parameter by its target (``input``, ``*args``), then the
+                # node's name (``input_1``, ``_args``) bound to it where they differ.
+                raw = str(node.target).lstrip("*")
+                if is_identifier(raw) and raw not in written and raw != self.root_module:
+                    parameter = str(node.target)
+                else:  # a target Python cannot take as a parameter (or twice): the node's own name
+                    parameter, raw = node.name, node.name
+                written.add(raw)
                 default = f" = {self.argument(node.args[0])}" if node.args else ""
-                parameters.append(node.name + default)
+                parameters.append(parameter + default)
+                if raw != node.name:
+                    body.append(f"{node.name} = {raw}")
             elif node.op == "output":
                 body.append(f"return {self.argument(node.args[0])}")
             else:
-                body.append(f"{node.name} = {self.expression(node)}")
+                body.append(f"{self.statement(node)}{_release(node, last_uses)}")
         if not body or not body[-1].startswith("return"):
             body.append("return None")
         lines = [f"def forward({', '.join(parameters)}):"] + [f"    {line}" for line in body]
         return PythonCode("\n".join(lines) + "\n", self.globals)
+
+
+def _last_uses(graph: Graph) -> dict[Node, list[Node]]:
+    """For each node, the nodes it is the last user of (in argument order), as torch.fx finds them."""
+    seen: set[Node] = set()
+    last_uses: dict[Node, list[Node]] = {}
+    for node in reversed(graph.nodes):
+        for input_node in node.all_input_nodes:
+            if input_node not in seen:
+                seen.add(input_node)
+                last_uses.setdefault(node, []).append(input_node)
+    return last_uses
+
+
+def _release(node: Node, last_uses: dict[Node, list[Node]]) -> str:
+    """``;  a = b = None`` after a node's line: the values no later line reads, freed as soon as
+    possible (and written as torch.fx writes them); a node nobody uses frees its own result."""
+    released = [*last_uses.get(node, ()), *([node] if not node.users else [])]
+    return ";  " + " = ".join([n.name for n in released] + ["None"]) if released else ""
 
 
 def python_code(graph: Graph, root_module: str) -> PythonCode:

@@ -20,6 +20,10 @@ __all__ = ["Graph", "PythonCode"]
 
 # Local names the generated code must not shadow: Python's builtins and the globals it refers to.
 _RESERVED = set(keyword.kwlist) | set(dir(builtins)) | {"self", "onnxnn", "operator", "math"}
+# torch.fx's naming: a name splits into a base and an optional ``_<n>``; other characters become ``_``.
+_NAME = re.compile(r"^([a-zA-Z_][0-9a-zA-Z_]*?)(?:_(\d+))?$")
+_ILLEGAL_CHARACTERS = re.compile("[^0-9a-zA-Z_]+")
+_CAMEL_HUMP = re.compile(r"(?<=[a-z])([A-Z])")
 
 
 class _NodeList:
@@ -64,17 +68,6 @@ class _InsertPoint:
         self._graph._insert = self._saved
 
 
-class _After:
-    """Inserts after an anchor, then after the node just inserted, so several nodes keep their order."""
-
-    def __init__(self, anchor: Node) -> None:
-        self._anchor = anchor
-
-    def __call__(self, node: Node) -> None:
-        self._anchor.append(node)
-        self._anchor = node
-
-
 class Graph:
     """A program as a list of ``Node`` objects: placeholders, operations and one output.
 
@@ -89,7 +82,7 @@ class Graph:
         >>> graph.output(y)
         >>> print(graph.python_code("self").src)
         def forward(self, x):
-            relu = onnxnn.relu(x)
+            relu = onnxnn.relu(x);  x = None
             return relu
     """
 
@@ -97,6 +90,7 @@ class Graph:
         self._root = Node(self, "", "root", "", (), {})
         self._len = 0
         self._names: set[str] = set()
+        self._base_count: dict[str, int] = {}
         self._insert: Callable[[Node], None] = self._root.prepend
         self.owning_module = owning_module
 
@@ -110,30 +104,42 @@ class Graph:
         """The nodes with opcode ``op`` (and ``target``, when given), in order."""
         return [node for node in self.nodes if node.op == op and (target is None or node.target == target)]
 
-    def _unique_name(self, candidate: str, placeholder: bool) -> str:
-        name = re.sub(r"\W", "_", candidate) or "_unnamed"
-        if name[0].isdigit():
-            name = "_" + name
-        reserved = {"self"} | set(keyword.kwlist) if placeholder else _RESERVED
-        if name not in self._names and name not in reserved:
-            self._names.add(name)
-            return name
-        # Numbered from the base name: a copy of ``add_1`` becomes ``add_2``, not ``add_1_1``.
-        match = re.fullmatch(r"(.*)_(\d+)", name)
-        base, counter = (match.group(1), int(match.group(2))) if match and match.group(1) else (name, 0)
-        while True:
+    def _unique_name(self, candidate: str) -> str:
+        """``candidate`` made a fresh identifier, numbered as torch.fx numbers names: a name ending in
+        ``_<n>`` keeps its number when free, and each base counts on from its last number."""
+        match = _NAME.match(candidate)
+        if match is None:
+            candidate = _ILLEGAL_CHARACTERS.sub("_", candidate) or "_unnamed"
+            if candidate[0].isdigit():
+                candidate = "_" + candidate
+            match = _NAME.match(candidate)
+            assert match is not None
+        base, number = match.group(1, 2)
+        if number is None or candidate in self._names:
+            counter = self._base_count.get(base, 0)
+            if candidate in _RESERVED:
+                counter += 1
+                candidate = f"{base}_{counter}"
+        else:
+            counter = int(number)
+        while candidate in self._names or candidate in _RESERVED:
             counter += 1
-            numbered = f"{base}_{counter}"
-            if numbered not in self._names and numbered not in reserved:
-                self._names.add(numbered)
-                return numbered
+            candidate = f"{base}_{counter}"
+        self._names.add(candidate)
+        self._base_count[base] = counter
+        return candidate
 
     @staticmethod
     def _candidate(op: str, target: Target) -> str:
-        if op == "call_function":
+        """The name torch.fx derives from a target: its ``__name__`` or text, a dunder's inner name,
+        in snake case (``sizeOf`` -> ``size_of``)."""
+        if callable(target) and not isinstance(target, str):
             name = getattr(target, "__name__", None) or "function"
-            return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() if name[:1].isupper() else name
-        return str(target).replace(".", "_")
+        else:
+            name = str(target)
+            if name.startswith("__") and name.endswith("__"):
+                name = name[2:-2]
+        return _CAMEL_HUMP.sub(r"_\1", name).lower()
 
     def create_node(
         self,
@@ -165,7 +171,7 @@ class Graph:
         for node in map_arg_nodes((args, kwargs)):
             if node.graph is not self:
                 raise RuntimeError(f"Argument '{node}' of Node '{name or target}' does not belong to this Graph")
-        unique = self._unique_name(name or self._candidate(op, target), op == "placeholder")
+        unique = self._unique_name(name or self._candidate(op, target))
         node = Node(self, unique, op, target, args, kwargs, type_expr)
         self._insert(node)
         self._len += 1
@@ -208,7 +214,8 @@ class Graph:
 
     # ------------------------------------------------------------------------ editing
     def inserting_before(self, n: Node | None = None) -> _InsertPoint:
-        """A context in which new nodes go just before ``n`` (the start of the graph when None).
+        """A context in which new nodes go just before ``n``, in creation order (the start of the graph
+        when None, where, as after any node, each new node goes first).
 
         Example::
 
@@ -217,13 +224,22 @@ class Graph:
         """
         if n is None:
             return self.inserting_after(self._root)
+        if n.graph is not self:
+            raise AssertionError("Node to insert before is not in graph.")
         return _InsertPoint(self, n.prepend)
 
     def inserting_after(self, n: Node | None = None) -> _InsertPoint:
-        """A context in which new nodes go just after ``n``, in creation order (the end when None)."""
+        """A context in which each new node goes just after ``n`` (at the end of the graph when None).
+
+        As in torch.fx, several nodes created in one context end up in reverse order of creation
+        (each goes right after ``n``): a node using another made in the same context would come
+        before it. Nest a context per node, or use ``inserting_before(n.next)``, to keep the order.
+        """
         if n is None:
             return _InsertPoint(self, self._root.prepend)
-        return _InsertPoint(self, _After(n))
+        if n.graph is not self:
+            raise AssertionError("Node to insert after is not in graph.")
+        return _InsertPoint(self, n.append)
 
     def erase_node(self, to_erase: Node) -> None:
         """Removes a node that no other node uses.
@@ -304,6 +320,7 @@ class Graph:
 
     def __setstate__(self, state: dict) -> None:
         nodes = state.pop("_node_list")
+        state.setdefault("_base_count", {})  # pickled before graphs counted names per base
         self.__dict__.update(state)
         self._root = Node(self, "", "root", "", (), {})
         self._insert = self._root.prepend

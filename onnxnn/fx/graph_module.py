@@ -1,17 +1,23 @@
 """``GraphModule``: an ``nn.Module`` whose ``forward`` is Python generated from a ``Graph``.
 
 The submodules, parameters and buffers the graph refers to are taken from the root (the same
-objects, as torch.fx does), in the root's own order so that ``state_dict`` keys match. Each
+objects, as torch.fx does), in the order the graph first uses them, as torch.fx copies them. Each
 instance gets its own class, so that ``recompile`` can set ``forward`` without touching others.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
 import itertools
 import linecache
+import os
+import pickle
+import warnings
+from pathlib import Path
 from typing import Any
 
+from ..export.checkpoint import save
 from ..nn.modules.module import Module
 from ..nn.parameter import Parameter
 from ..runtime.tensor import Tensor
@@ -23,41 +29,28 @@ __all__ = ["GraphModule"]
 _SOURCE_COUNTER = itertools.count()
 
 
-def _definition_order(root: Module) -> dict[str, int]:
-    """Each qualified name of ``root`` (module, then its parameters, buffers, children) ranked in order."""
-    order: dict[str, int] = {}
+def _copy_attribute(source: Module, destination: Module, target: str) -> None:
+    """Sets ``destination.<target>`` to ``source.<target>``, creating empty Modules on the way.
 
-    def visit(module: Module, prefix: str) -> None:
-        order.setdefault(prefix, len(order))
-        dotted = prefix + "." if prefix else ""
-        for name in itertools.chain(module._parameters, module._buffers):
-            order.setdefault(dotted + name, len(order))
-        for name, child in module._modules.items():
-            if child is not None:
-                visit(child, dotted + name)
-
-    visit(root, "")
-    return order
-
-
-def _copy_attribute(source: Any, destination: Module, target: str) -> None:
-    """Sets ``destination.<target>`` to ``source.<target>``, creating empty Modules on the way."""
+    As torch.fx's ``_copy_attr``: nothing is copied under a module already installed whole (a
+    ``call_module`` target), and a tensor that is not a Parameter becomes a buffer (persistent
+    unless it is a non-persistent buffer of ``source``).
+    """
     *path, field = target.split(".")
     for part in path:
-        source = getattr(source, part)
+        source_child = getattr(source, part)
         child = getattr(destination, part, None)
-        if not isinstance(child, Module):
+        if child is source_child:
+            return
+        if child is None:
             child = Module()
             setattr(destination, part, child)
-        destination = child
+        source, destination = source_child, child
     value = getattr(source, field)
-    if isinstance(value, Tensor) and not isinstance(value, Parameter) and field in getattr(source, "_buffers", {}):
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
         destination.register_buffer(field, value, persistent=field not in source._non_persistent_buffers_set)
-    elif isinstance(value, (Module, Parameter)):
-        setattr(destination, field, value)
     else:
-        # Plain attributes (tensor constants) stay plain: not parameters or buffers of the copy.
-        object.__setattr__(destination, field, value)
+        setattr(destination, field, value)
 
 
 class GraphModule(Module):
@@ -97,8 +90,8 @@ class GraphModule(Module):
         if isinstance(root, Module):
             if hasattr(root, "training"):
                 self.training = root.training
-            rank = _definition_order(root)
-            for target in sorted(dict.fromkeys(targets), key=lambda name: rank.get(name, len(rank))):
+            # In the graph's order, as torch.fx copies: it decides the order of ``state_dict``.
+            for target in targets:
                 _copy_attribute(root, self, target)
         elif isinstance(root, dict):
             for target in dict.fromkeys(targets):
@@ -175,6 +168,73 @@ class GraphModule(Module):
     def __str__(self) -> str:
         return super().__repr__() + "\n\n\n\n" + self.code
 
+    def to_folder(self, folder: str | os.PathLike[str], module_name: str = "FxModule") -> None:
+        """Writes this module to ``folder`` as a package: ``from <folder> import <module_name>``.
+
+        As torch.fx: ``module.py`` defines ``module_name`` with the generated ``forward``; the state
+        is in ``state_dict.pt``; a child that is a Linear, Conv or BatchNorm is rebuilt from its
+        repr, any other child is pickled to ``<child>.pt`` (with a warning).
+
+        Args:
+            folder: the folder to write (created if missing).
+            module_name: the name of the written class.
+        """
+        folder = Path(folder)
+        folder.mkdir(exist_ok=True)
+        save(self.state_dict(), folder / "state_dict.pt")
+        tab = " " * 4
+        lines = ["import builtins", "import math", "import operator", "import os", "import pickle", "", "import onnxnn"]
+        # The files are read beside module.py wherever the folder is moved (whatever its path's characters).
+        lines += ["from onnxnn.nn import *", "", "_FOLDER = os.path.dirname(os.path.abspath(__file__))", "", ""]
+        python_code = self.graph.python_code(root_module="self")
+        lines += _global_imports(python_code.globals)
+        lines += [
+            f"class {module_name}(onnxnn.nn.Module):",
+            f"{tab}def __init__(self):",
+            f"{tab * 2}super().__init__()",
+        ]
+        blobified: list[str] = []
+        for name, child in self.named_children():
+            if type(child).__name__ in _REPR_SAFE and type(child).__module__.startswith("onnxnn.nn"):
+                lines.append(f"{tab * 2}setattr(self, {name!r}, {child!r})")
+                continue
+            with open(folder / f"{name}.pt", "wb") as file:
+                pickle.dump(child, file)
+            blobified.append(name)
+            shown = repr(child).replace("\r", " ").replace("\n", " ")
+            loaded = f"pickle.load(open(os.path.join(_FOLDER, {name + '.pt'!r}), 'rb'))"
+            lines.append(f"{tab * 2}setattr(self, {name!r}, {loaded})  # {shown}")
+        # Non-persistent buffers are not in the state_dict: their values go to a file of their own
+        # (torch.fx would leave them empty).
+        kept = {
+            name: buffer
+            for name, buffer in self._buffers.items()
+            if buffer is not None and name in self._non_persistent_buffers_set
+        }
+        if kept:
+            save(kept, folder / "buffers.pt")
+            lines.append(f"{tab * 2}buffers = onnxnn.load(os.path.join(_FOLDER, 'buffers.pt'))")
+        for name, buffer in self._buffers.items():
+            if name in kept:
+                lines.append(f"{tab * 2}self.register_buffer({name!r}, buffers[{name!r}], persistent=False)")
+            elif buffer is not None:
+                empty = f"onnxnn.empty({list(buffer.shape)}, dtype={buffer.dtype!r})"
+                lines.append(f"{tab * 2}self.register_buffer({name!r}, {empty})")
+        for name, parameter in self._parameters.items():
+            if parameter is not None:
+                empty = f"onnxnn.empty({list(parameter.shape)}, dtype={parameter.dtype!r})"
+                lines.append(f"{tab * 2}setattr(self, {name!r}, onnxnn.nn.Parameter({empty}))")
+        lines.append(f"{tab * 2}self.load_state_dict(onnxnn.load(os.path.join(_FOLDER, 'state_dict.pt')))")
+        lines += [""] + [f"{tab}{line}" if line else line for line in python_code.src.splitlines()]
+        (folder / "module.py").write_text("\n".join(lines) + "\n")
+        (folder / "__init__.py").write_text("from .module import *\n")
+        if blobified:
+            warnings.warn(
+                "Was not able to save the following children modules as reprs -"
+                f"saved as pickled files instead: {blobified}",
+                stacklevel=2,
+            )
+
     # ------------------------------------------------------------------------ submodules
     def add_submodule(self, target: str, m: Module) -> bool:
         """Installs ``m`` at the dotted path ``target``, creating empty Modules on the way.
@@ -245,6 +305,38 @@ class GraphModule(Module):
 
     def __copy__(self) -> GraphModule:
         return GraphModule(self, copy.deepcopy(self.graph), type(self).__name__)
+
+
+# Children ``to_folder`` writes as their repr, which rebuilds them (torch.fx's list).
+_REPR_SAFE = {"Linear", "Conv1d", "Conv2d", "Conv3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d"}
+
+# Globals every written module.py has (its imports).
+_WRITTEN_GLOBALS = {"builtins", "math", "operator", "onnxnn"}
+
+
+def _global_imports(globals_: dict[str, Any]) -> list[str]:
+    """Lines defining the generated code's other globals (functions, classes) by import; a value
+    that cannot be imported by its module and qualified name is left out, with a warning."""
+    lines, missing = [], []
+    for name, value in globals_.items():
+        if name in _WRITTEN_GLOBALS:
+            continue
+        module, qualified = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+        found: Any = None
+        if isinstance(module, str) and isinstance(qualified, str) and "<" not in qualified:
+            try:
+                found = importlib.import_module(module)
+                for part in qualified.split("."):
+                    found = getattr(found, part)
+            except (ImportError, AttributeError):
+                found = None
+        if found is value:
+            lines.append(f"{name} = importlib.import_module({module!r}).{qualified}")
+        else:
+            missing.append(name)
+    if missing:
+        warnings.warn(f"to_folder: the generated code uses globals that cannot be imported: {missing}", stacklevel=3)
+    return ["import importlib", *lines, "", ""] if lines else []
 
 
 def _rebuild(base: type, class_name: str, state: dict, graph: Graph) -> GraphModule:

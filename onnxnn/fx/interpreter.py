@@ -105,7 +105,10 @@ class Interpreter:
 
     # ------------------------------------------------------------------------ one method per opcode
     def placeholder(self, target: Target, args: tuple, kwargs: dict) -> Any:
-        """The next value of ``run``'s arguments (or the placeholder's default)."""
+        """The next value of ``run``'s arguments (or the placeholder's default); for a ``*args``
+        placeholder, the list of all remaining values."""
+        if isinstance(target, str) and target.startswith("*"):
+            return list(self.args_iter)
         try:
             return next(self.args_iter)
         except StopIteration:

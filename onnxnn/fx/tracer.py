@@ -48,6 +48,15 @@ _FUNCTION_NAMESPACES = ("linalg", "special")
 # (globals dict, name) pairs registered by ``wrap``: patched for every trace.
 _WRAPPED: list[tuple[dict, str]] = []
 
+# The order of a code object's argument names, which is torch.fx's placeholder order.
+_VARNAMES_ORDER = {
+    inspect.Parameter.POSITIONAL_ONLY: 0,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: 0,
+    inspect.Parameter.KEYWORD_ONLY: 1,
+    inspect.Parameter.VAR_POSITIONAL: 2,
+    inspect.Parameter.VAR_KEYWORD: 3,
+}
+
 _TENSOR_OPERATORS = (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift", "rshift",
     "eq", "ne", "lt", "le", "gt", "ge",
@@ -168,10 +177,11 @@ class Tracer:
         self.graph = Graph()
         self.root: Module = Module()
         self.module_stack: OrderedDict[str, tuple[str, type]] = OrderedDict()
+        # The path of each tensor reachable from the root (by id), filled when the first is needed.
         self.tensor_attrs: dict[int, str] = {}
-        self._attribute_proxies: dict[int, Proxy] = {}
+        self._parameter_names: dict[int, str] | None = None
+        self._parameter_proxy_cache: dict[str, Proxy] = {}
         self._module_paths: dict[int, str] | None = None
-        self._constant_count = 0
 
     # ------------------------------------------------------------------------ what becomes a node
     def is_leaf_module(self, m: Module, module_qualified_name: str) -> bool:
@@ -182,7 +192,8 @@ class Tracer:
     def path_of_module(self, mod: Module) -> str:
         """The qualified name of ``mod`` inside the root. Raises NameError for a foreign module."""
         if self._module_paths is None:
-            self._module_paths = {id(module): name for name, module in self.root.named_modules(remove_duplicate=False)}
+            # A module registered under several names is called by its first, as in torch.fx.
+            self._module_paths = {id(module): name for name, module in self.root.named_modules()}
         path = self._module_paths.get(id(mod))
         if path is None:
             raise NameError("module is not installed as a submodule")
@@ -228,25 +239,51 @@ class Tracer:
         return a  # None, numbers, strings, dtypes, devices: stored as they are
 
     def _tensor_attribute(self, tensor: Tensor) -> Proxy:
-        """A ``get_attr`` proxy for a tensor: its parameter/buffer name, or a new root constant."""
+        """A new ``get_attr`` proxy for a tensor met as an argument (one node per use, as in
+        torch.fx): its parameter, buffer or plain-attribute path, else a new root constant."""
         if not self.tensor_attrs:
-            for qualified, parameter in self.root.named_parameters(remove_duplicate=False):
-                self.tensor_attrs.setdefault(id(parameter), qualified)
-            for qualified, buffer in self.root.named_buffers(remove_duplicate=False):
-                self.tensor_attrs.setdefault(id(buffer), qualified)
-        cached = self._attribute_proxies.get(id(tensor))
-        if cached is not None:
-            return cached
-        name: str | None = self.tensor_attrs.get(id(tensor))
+            self.tensor_attrs.update(self._collect_tensor_names())
+        name = self.tensor_attrs.get(id(tensor))
         if name is None:
-            # A tensor built in forward or held as a plain attribute: kept on the root, as torch.fx does.
-            name = f"_tensor_constant{self._constant_count}"
-            self._constant_count += 1
+            # A tensor built in forward: kept on the root, as torch.fx does.
+            name = self._fresh_qualname("_tensor_constant")
             object.__setattr__(self.root, name, tensor)
             self.tensor_attrs[id(tensor)] = name
-        proxy = self.create_proxy("get_attr", name, (), {})
-        self._attribute_proxies[id(tensor)] = proxy
-        return proxy
+        return self.create_proxy("get_attr", name, (), {})
+
+    def _collect_tensor_names(self) -> dict[int, str]:
+        """Every tensor reachable as an attribute of the root, by its path: a parameter's or buffer's
+        first name, else (a plain tensor attribute) the last path found, as torch.fx names them."""
+        names: dict[int, str] = {}
+
+        def visit(module: Module, prefix: str) -> None:
+            for key, value in vars(module).items():
+                if isinstance(value, Tensor):
+                    names[id(value)] = prefix + key
+            seen: set[int] = set()  # a child under two names of one module: visited once (named_children)
+            for key, child in module._modules.items():
+                if child is not None and id(child) not in seen:
+                    seen.add(id(child))
+                    visit(child, f"{prefix}{key}.")
+
+        visit(self.root, "")
+        names.update(self._state_names())
+        return names
+
+    def _state_names(self) -> dict[int, str]:
+        """Each parameter's and buffer's first qualified name, by tensor id."""
+        if self._parameter_names is None:
+            self._parameter_names = {}
+            for collection in (self.root.named_parameters(), self.root.named_buffers()):
+                for qualified, tensor in collection:
+                    self._parameter_names.setdefault(id(tensor), qualified)
+        return self._parameter_names
+
+    def _fresh_qualname(self, prefix: str) -> str:
+        counter = 0
+        while hasattr(self.root, f"{prefix}{counter}"):
+            counter += 1
+        return f"{prefix}{counter}"
 
     # ------------------------------------------------------------------------ control flow
     def to_bool(self, obj: Proxy) -> bool:
@@ -279,9 +316,15 @@ class Tracer:
 
     def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
         """A module attribute read while tracing: parameters and buffers become ``get_attr`` Proxies."""
-        if isinstance(attr_val, Tensor):
-            return self._tensor_attribute(attr_val)
-        return attr_val
+        if not isinstance(attr_val, Tensor):
+            return attr_val
+        name = self._state_names().get(id(attr_val))
+        if name is None:
+            return attr_val
+        # One node per parameter or buffer however often it is read, as torch.fx caches them.
+        if name not in parameter_proxy_cache:
+            parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})
+        return parameter_proxy_cache[name]
 
     # ------------------------------------------------------------------------ tracing
     def trace(self, root: Module | Callable[..., Any], concrete_args: dict[str, Any] | None = None) -> Graph:
@@ -304,28 +347,42 @@ class Tracer:
             raise TypeError(f"symbolic_trace expects a Module or a function, got {type(root).__name__}")
         self.graph = Graph()
         self.module_stack = OrderedDict()
-        self.tensor_attrs, self._attribute_proxies, self._module_paths = {}, {}, None
-        args, kwargs = self._placeholders(function, bound_self, concrete_args or {})
+        self.tensor_attrs, self._parameter_names, self._module_paths = {}, None, None
+        self._parameter_proxy_cache = {}
+        function, args = self._placeholders(function, bound_self, concrete_args or {})
         patcher = _Patcher()
         try:
             self._patch(patcher, getattr(function, "__globals__", {}))
-            result = function(*bound_self, *args, **kwargs)
+            result = function(*bound_self, *args)
             self.create_node("output", "output", (self.create_arg(result),), {})
         finally:
             patcher.restore()
         return self.graph
 
-    def _placeholders(self, function: Callable[..., Any], bound_self: tuple, concrete: dict) -> tuple[list, dict]:
-        parameters = list(inspect.signature(function).parameters.values())[len(bound_self) :]
+    def _placeholders(
+        self, function: Callable[..., Any], bound_self: tuple, concrete: dict
+    ) -> tuple[Callable[..., Any], list]:
+        """One placeholder per parameter of ``function`` (after ``self``), and the function to call
+        with their values, all positionally.
+
+        As in torch.fx, keyword-only parameters come after the positional ones, then ``*args`` and
+        ``**kwargs`` as the placeholders ``*args``/``**kwargs`` (their Proxies stand for the whole
+        tuple and dict; ``concrete_args`` does not apply to them). A function with such parameters
+        is called through a copy of its code that takes each of them as one positional argument.
+        """
+        parameters = sorted(
+            list(inspect.signature(function).parameters.values())[len(bound_self) :],
+            key=lambda parameter: _VARNAMES_ORDER[parameter.kind],
+        )
         # Names forward does not take are ignored, as torch.fx ignores them.
         defaults_traced_value = self._concrete_defaults(parameters, concrete)
         args: list[Any] = []
-        kwargs: dict[str, Any] = {}
         specialized: list[tuple[Node, Any, str]] = []
         for parameter in parameters:
             if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-                raise TraceError(f"symbolic_trace cannot trace *{parameter.name} or **{parameter.name} arguments")
-            if parameter.name in concrete:
+                stars = "*" if parameter.kind == parameter.VAR_POSITIONAL else "**"
+                args.append(self.proxy(self.create_node("placeholder", stars + parameter.name, (), {})))
+            elif parameter.name in concrete:
                 # Still an argument of the generated forward (as in torch.fx), defaulting to the traced
                 # value where the parameters after it leave Python room for a default.
                 value = concrete[parameter.name]
@@ -333,16 +390,15 @@ class Tracer:
                 node = self.create_node("placeholder", parameter.name, default, {})
                 if value is None or type(value) in _CHECKED_CONSTANTS:
                     specialized.append((node, value, parameter.name))
+                args.append(value)
             else:
                 default = () if parameter.default is parameter.empty else (parameter.default,)
-                value = self.proxy(self.create_node("placeholder", parameter.name, default, {}))
-            if parameter.kind == parameter.KEYWORD_ONLY:
-                kwargs[parameter.name] = value
-            else:
-                args.append(value)
+                args.append(self.proxy(self.create_node("placeholder", parameter.name, default, {})))
         for node, value, name in specialized:  # after the placeholders: a call with another value raises
             self.create_node("call_function", check_specialized, (node, value, name), {})
-        return args, kwargs
+        if any(_VARNAMES_ORDER[parameter.kind] for parameter in parameters):
+            function = _all_positional(function, len(bound_self), parameters)
+        return function, args
 
     @staticmethod
     def _concrete_defaults(parameters: list[inspect.Parameter], concrete: dict) -> dict[str, bool]:
@@ -354,6 +410,8 @@ class Tracer:
         defaulted_tail = True  # every placeholder after this one has a default
         allowed: dict[str, bool] = {}
         for parameter in reversed(parameters):
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                continue  # written as ``*args``/``**kwargs``: allowed after defaults
             if parameter.name in concrete:
                 allowed[parameter.name] = has_default = defaulted_tail
             else:
@@ -389,7 +447,7 @@ class Tracer:
             value = original_getattr(mod, name)
             state = mod.__dict__
             if name in state.get("_parameters", ()) or name in state.get("_buffers", ()):
-                return tracer.getattr(name, value, {})
+                return tracer.getattr(name, value, tracer._parameter_proxy_cache)
             return value
 
         # onnxnn's modules also keep their parameters and buffers in the instance dict (a plain
@@ -401,7 +459,7 @@ class Tracer:
             if isinstance(value, Tensor) and not name.startswith("__"):
                 state = object.__getattribute__(mod, "__dict__")
                 if name in state.get("_parameters", ()) or name in state.get("_buffers", ()):
-                    return tracer.getattr(name, value, {})
+                    return tracer.getattr(name, value, tracer._parameter_proxy_cache)
             return value
 
         patcher.patch(Module, "__call__", module_call)
@@ -431,6 +489,37 @@ class Tracer:
                 for dunder in (f"__{operation}__", f"__r{operation}__"):
                     if dunder in vars(owner):
                         patcher.patch(owner, dunder, _deferring_to_proxy(vars(owner)[dunder]))
+
+
+def _all_positional(function: Callable[..., Any], skip: int, parameters: list[inspect.Parameter]) -> Callable[..., Any]:
+    """``function`` taking all its arguments (``skip`` bound ones, then ``parameters``) positionally.
+
+    Keyword-only parameters, ``*args`` and ``**kwargs`` become plain parameters of a copy of the
+    code (its local names list them in that order), so a Proxy can stand for the whole tuple or
+    dict, as torch.fx does. A function whose signature is not its own code's (a decorator's
+    wrapper) is called with its keyword-only parameters by keyword; it cannot take a Proxy as
+    ``*args``.
+    """
+    code = getattr(function, "__code__", None)
+    variadic = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+    if isinstance(function, types.FunctionType) and code is not None:
+        names = code.co_argcount + code.co_kwonlyargcount + bin(code.co_flags & variadic).count("1")
+        if list(code.co_varnames[skip:names]) == [parameter.name for parameter in parameters]:
+            code = code.replace(
+                co_argcount=names, co_posonlyargcount=0, co_kwonlyargcount=0, co_flags=code.co_flags & ~variadic
+            )
+            return types.FunctionType(code, function.__globals__, function.__name__, None, function.__closure__)
+    if any(parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD) for parameter in parameters):
+        raise TraceError(
+            f"symbolic_trace cannot trace the *args or **kwargs of {function!r}: a plain function is needed"
+        )
+    keywords = [parameter.name for parameter in parameters if parameter.kind == parameter.KEYWORD_ONLY]
+
+    def call_with_keywords(*values: Any) -> Any:
+        split = len(values) - len(keywords)
+        return function(*values[:split], **dict(zip(keywords, values[split:])))
+
+    return call_with_keywords
 
 
 def _deferring_to_proxy(method: Callable[..., Any]) -> Callable[..., Any]:

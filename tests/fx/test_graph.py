@@ -133,8 +133,8 @@ def test_a_graph_built_by_hand_runs_in_a_graph_module():
     assert gm.code == (
         "def forward(self, x):\n"
         "    weight = self.weight\n"
-        "    matmul = onnxnn.matmul(x, weight)\n"
-        "    sum_1 = matmul.sum(dim=1)\n"
+        "    matmul = onnxnn.matmul(x, weight);  x = weight = None\n"
+        "    sum_1 = matmul.sum(dim = 1);  matmul = None\n"
         "    return sum_1\n"
     )
     assert str(graph).splitlines() == [
@@ -164,6 +164,7 @@ def test_linked_list_users_and_input_replacement():
         second = graph.call_function(operator.abs, (first,))
     with graph.inserting_after(added):
         third = graph.call_function(operator.pos, (added,))
+    with graph.inserting_after(third):  # each node goes right after the anchor: one context per node
         fourth = graph.call_function(operator.pos, (third,))
     assert [n.name for n in graph.nodes] == ["a", "b", "neg", "abs_1", "add", "pos", "pos_1", "output"]
     assert second.args == (first,) and fourth.args == (third,)
