@@ -334,3 +334,29 @@ def test_the_smallest_integer_divided_by_minus_one_wraps_as_pytorchs(
             divisor = divisor * 1
         result = operation(onnxnn.tensor(a, dtype=dtype), divisor).numpy()
     np.testing.assert_array_equal(result, [_wrap(reference(p, q), numpy_dtype) for p, q in zip(a, b)])
+
+
+# (dividend's shape, divisor's shape): a size-0 axis on either side makes an empty result.
+EMPTY_DIVISIONS = [((0,), ()), ((0,), (1,)), ((1, 0), (1,)), ((0, 2), (2,)), ((1,), (0,))]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dividend_shape,divisor_shape", EMPTY_DIVISIONS)
+@pytest.mark.parametrize("name,operation,reference", DIVISIONS, ids=[case[0] for case in DIVISIONS])
+def test_an_empty_integer_division_by_zero_is_empty_as_pytorchs(
+    name, operation, reference, dividend_shape, divisor_shape, executor
+):
+    # onnxruntime's Div and Mod refuse a zero divisor even beside an empty dividend.
+    with onnxnn.set_executor(executor):
+        dividend = onnxnn.zeros(dividend_shape, dtype=onnxnn.int32)
+        result = operation(dividend, onnxnn.zeros(divisor_shape, dtype=onnxnn.int32))
+        data = result.numpy()
+    assert result.dtype is onnxnn.int32
+    assert data.shape == np.broadcast_shapes(dividend_shape, divisor_shape)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("name,operation,reference", DIVISIONS, ids=[case[0] for case in DIVISIONS])
+def test_a_nonempty_integer_division_by_zero_still_raises(name, operation, reference, executor):
+    with onnxnn.set_executor(executor), pytest.raises(RuntimeError, match="by zero"):
+        operation(onnxnn.tensor([3, 4]), onnxnn.tensor([1, 0])).numpy()

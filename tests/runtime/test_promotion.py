@@ -178,11 +178,11 @@ def test_bool_subtraction_and_negation_raise(name, operation, message) -> None:
         operation()
 
 
-def test_abs_of_bool_is_refused_when_called_and_sign_of_bool_is_itself() -> None:
+def test_abs_of_bool_is_refused_when_called_and_sign_and_sgn_of_bool_are_itself() -> None:
     flags = t([True, False], onnxnn.bool)
     with pytest.raises(NotImplementedError, match="abs"):
         flags.abs()
     with pytest.raises(NotImplementedError, match="abs"):
         flags.clone().abs_()
-    signs = flags.sign()
-    assert signs.dtype is onnxnn.bool and signs.tolist() == [True, False]
+    for signs in (flags.sign(), flags.sgn(), onnxnn.sgn(flags)):  # sgn: the complex-aware sign
+        assert signs.dtype is onnxnn.bool and signs.tolist() == [True, False]

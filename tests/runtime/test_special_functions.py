@@ -213,6 +213,55 @@ def test_integer_inputs_become_the_default_float_dtype():
     _close(onnxnn.lgamma(onnxnn.tensor([4])).numpy(), [math.log(6)], rtol=1e-6)
 
 
+# Two-argument functions promote their operands as they are (PyTorch's three tiers), and only an
+# integer or bool result becomes the default float dtype: an int8 tensor beside a float64 0-d one
+# gives float64, a float16 tensor beside an int8 one float16.
+TWO_ARGUMENT_DTYPES = [
+    # (first, its shape, second, its shape, result dtype)
+    (onnxnn.int8, (2,), onnxnn.float64, (), onnxnn.float64),
+    (onnxnn.float16, (2,), onnxnn.int8, (2,), onnxnn.float16),
+    (onnxnn.bool, (2,), onnxnn.float16, (), onnxnn.float16),
+    (onnxnn.int64, (2,), onnxnn.int8, (2,), onnxnn.float32),
+    (onnxnn.float32, (2,), onnxnn.float64, (), onnxnn.float32),
+]
+
+
+def _accepts(function, first, second) -> bool:
+    """igamma refuses two integer operands and zeta half precision, as PyTorch (tested below)."""
+    if function is onnxnn.special.zeta:
+        return onnxnn.float16 not in (first, second)
+    return first.is_floating_point or second.is_floating_point
+
+
+@pytest.mark.parametrize(
+    "function, first, first_shape, second, second_shape, result",
+    [
+        (function, *case)
+        for function in (onnxnn.igamma, onnxnn.igammac, onnxnn.special.zeta)
+        for case in TWO_ARGUMENT_DTYPES
+        if _accepts(function, case[0], case[2])
+    ],
+)
+def test_two_argument_functions_promote_before_becoming_floats(
+    function, first, first_shape, second, second_shape, result
+):
+    a = onnxnn.full(first_shape, 3, dtype=first)
+    x = onnxnn.full(second_shape, 2, dtype=second)
+    output = function(a, x)
+    assert output.dtype is result
+    expected = function(a.to(onnxnn.float64), x.to(onnxnn.float64)).to(result).to(onnxnn.float64).numpy()
+    # The same float64 formulas (a graph with the casts may run on another executor: a few ulps),
+    # then one rounding to the result dtype (one unit of it where the float64 values straddle a tie).
+    unit = {onnxnn.float64: 1e-13, onnxnn.float32: 2**-23, onnxnn.float16: 2**-10}[result]
+    np.testing.assert_allclose(output.to(onnxnn.float64).numpy(), expected, rtol=unit)
+
+
+@pytest.mark.parametrize("dtype, name", [(onnxnn.float16, "Half"), (onnxnn.bfloat16, "BFloat16")])
+def test_zeta_refuses_half_precision_as_pytorch(dtype, name):
+    with pytest.raises(NotImplementedError, match=f"not implemented for '{name}'"):
+        onnxnn.special.zeta(onnxnn.tensor([2.0], dtype=dtype), 3.0)
+
+
 INCOMPLETE_A = np.array([0.5, 0.5, 1.0, 1.0, 3.0, 3.0, 0.5, 7.0])
 INCOMPLETE_X = np.array([0.2, 4.0, 0.7, 9.5, 0.5, 12.0, 30.0, 6.0])
 

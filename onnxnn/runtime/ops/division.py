@@ -94,7 +94,11 @@ _TRAPPING_DTYPES = (dtypes.int32, dtypes.int64)
 def integer_division_op(op_type: str, a: Tensor, b: Tensor, attributes: dict | None = None, name: str = "") -> Tensor:
     """ONNX's integer ``Div`` or ``Mod`` of ``a`` by ``b``, with PyTorch's results at INT_MIN / -1: where
     ``b`` may hold -1 (its values unknown, or known to), it divides by 1 there and takes ``-a`` (wrapping)
-    or 0 instead."""
+    or 0 instead. An empty result divides nothing: it is made without a node, as onnxruntime's Div
+    and Mod refuse a zero divisor even beside an empty dividend (PyTorch returns the empty tensor)."""
+    shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    if 0 in shape:
+        return Tensor._full(shape, 0, a.dtype, a.device)
     data = host_data(b._value)
     if a.dtype not in _TRAPPING_DTYPES or (data is not None and not np.any(data == -1)):
         return apply_op(op_type, (a, b), attributes, name or None)

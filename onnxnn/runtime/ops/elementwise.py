@@ -485,13 +485,13 @@ def erf(input: Tensor) -> Tensor:
 def sign(input: Tensor) -> Tensor:
     """-1, 0 or 1 by the sign of each element; 0 for NaN, as PyTorch gives (ONNX's Sign gives NaN).
     A bool tensor is its own sign, as in PyTorch."""
-    if input.dtype is dtypes.bool:
-        return clone(input)
     return signed_unit(input, "SignBackward0")
 
 
 def signed_unit(input: Tensor, name: str) -> Tensor:
     """``sign``, its gradient function called ``name`` (``sgn`` records the same nodes as SgnBackward0)."""
+    if input.dtype is dtypes.bool:
+        return clone(input)  # ONNX's Sign has no bool form
     result = onnx_sign(input)
     if not input.dtype.is_floating_point:
         return result

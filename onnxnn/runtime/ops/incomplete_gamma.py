@@ -15,11 +15,11 @@ import math
 import numpy as np
 
 from ...ir import dtypes
-from ._common import Tensor, promote_operands
+from ._common import Tensor
 from . import comparison as _c
 from . import elementwise as _e
 from .sorting import cumsum
-from .special_functions import lgamma
+from .special_functions import float64_operands, lgamma
 
 __all__ = ["igamma", "igammac"]
 
@@ -42,14 +42,8 @@ def _incomplete_gamma_terms(a: Tensor) -> int:
 def _incomplete_gamma(input: Tensor, other: Tensor) -> tuple[Tensor, Tensor, dtypes.dtype]:
     """``(P(a, x), Q(a, x), result dtype)`` in float64: the series for ``x < a + 1``, Legendre's
     continued fraction (evaluated from its ``K``-th term up) above, each giving the other as ``1 - .``."""
-    (a, x), out = promote_operands(
-        [
-            _e._floating(input) if isinstance(input, Tensor) else input,
-            _e._floating(other) if isinstance(other, Tensor) else other,
-        ]
-    )
-    a = (a if isinstance(a, Tensor) else Tensor._from_value(a)).detach().to(dtypes.float64)
-    x = (x if isinstance(x, Tensor) else Tensor._from_value(x)).to(dtypes.float64)
+    a, x, out = float64_operands("igamma", input, other)
+    a = a.detach()
     shape = tuple(np.broadcast_shapes(tuple(a.shape), tuple(x.shape)))
     a, x = a.expand(*shape), x.expand(*shape)
     terms = _incomplete_gamma_terms(a)

@@ -46,7 +46,7 @@ from fractions import Fraction
 import numpy as np
 
 from ...ir import dtypes
-from ._common import Tensor, promote_operands
+from ._common import Tensor, scalar_constant
 from . import comparison as _c
 from . import elementwise as _e
 from .opmath import widened
@@ -94,6 +94,34 @@ def _compute_dtype(input: Tensor) -> tuple[Tensor, dtypes.dtype]:
     """``input`` as the dtype the formula runs in, and the dtype of the result."""
     x = _e._floating(input)
     return widened(x), x.dtype
+
+
+def float64_operands(name: str, input, other) -> tuple[Tensor, Tensor, dtypes.dtype]:
+    """Both operands of a two-argument special function in float64, and its result dtype.
+
+    The result dtype is PyTorch's promotion of the operands as they are (an int8 tensor beside a
+    float64 0-d tensor gives float64, a float16 tensor beside an int8 one float16), the default
+    float dtype where that is an integer or bool; converting each operand to a float first would
+    promote int8 beside float16 to float32. Every value is then computed in float64.
+    """
+    tensors = [
+        (operand._value.dtype, len(operand._value.shape)) for operand in (input, other) if isinstance(operand, Tensor)
+    ]
+    scalars = [operand for operand in (input, other) if not isinstance(operand, Tensor)]
+    for scalar in scalars:
+        if not isinstance(scalar, (bool, int, float, np.number, np.bool_)):
+            raise TypeError(f"{name}(): unsupported operand type {type(scalar).__name__!r}")
+    out = dtypes.result_type(tensors, scalars)
+    if not out.is_floating_point:
+        out = dtypes.get_default_dtype()
+    device = next(operand._value.device for operand in (input, other) if isinstance(operand, Tensor))
+    converted = [
+        operand.to(dtypes.float64)
+        if isinstance(operand, Tensor)
+        else Tensor._from_value(scalar_constant(operand, dtypes.float64, device))
+        for operand in (input, other)
+    ]
+    return converted[0], converted[1], out
 
 
 def _horner(z: Tensor, coefficients) -> Tensor:
@@ -493,14 +521,10 @@ def zeta(input, other) -> Tensor:
     the data. As PyTorch's: inf at ``s = 1`` and at non-positive integer ``q``, NaN for ``s < 1`` and for
     negative non-integer ``q`` with non-integer ``s``. Differentiable in ``q``.
     """
-    (s, q), out = promote_operands(
-        [
-            _e._floating(input) if isinstance(input, Tensor) else input,
-            _e._floating(other) if isinstance(other, Tensor) else other,
-        ]
-    )
-    s = (s if isinstance(s, Tensor) else Tensor._from_value(s)).detach().to(dtypes.float64)
-    q = (q if isinstance(q, Tensor) else Tensor._from_value(q)).to(dtypes.float64)
+    s, q, out = float64_operands("zeta", input, other)
+    if out in (dtypes.float16, dtypes.bfloat16):
+        raise NotImplementedError(f"\"zeta_cpu\" not implemented for '{dtypes.scalar_type_name(out)}'")
+    s = s.detach()
     shape = tuple(np.broadcast_shapes(tuple(s.shape), tuple(q.shape)))
     s, q = s.expand(*shape), q.expand(*shape)
     exponents, offsets = _finite_data(s), _finite_data(q)
