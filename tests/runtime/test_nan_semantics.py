@@ -152,6 +152,21 @@ def test_infinities_without_nan_order_as_numbers(executor, call, expected):
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize(
+    "call, expected", [case[1:] for case in FORMULA_CASES], ids=[case[0] for case in FORMULA_CASES]
+)
+def test_nan_ranks_above_an_infinity_of_its_line(executor, call, expected):
+    # A NaN beside +inf (and -inf) in one line, in both orders: NaN still comes first (argmax, topk)
+    # or last (sort), never tied with the infinity.
+    nan, inf = np.nan, np.inf
+    a = np.array([[[inf, nan, 1.0, -inf, 0.0], [-inf, 2.0, nan, inf, nan]]] * 2, np.float32)
+    a = np.concatenate([a, a[:, :, ::-1]], axis=2)
+    with onnxnn.set_executor(executor):
+        result = call(onnxnn.tensor(a)).numpy()
+    np.testing.assert_array_equal(result, expected(a))
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
 def test_a_zero_dimensional_nan_is_its_own_extremum(executor):
     with onnxnn.set_executor(executor):
         x = onnxnn.tensor(float("nan"))
@@ -223,3 +238,22 @@ def test_abs_passes_no_gradient_to_a_nan(executor, loss):
     with onnxnn.set_executor(executor):
         loss(x).backward()
         np.testing.assert_array_equal(x.grad.numpy(), [0.0, -1.0, 0.0, 1.0])
+
+
+def _log_softmax(a: np.ndarray, axis: int) -> np.ndarray:
+    """PyTorch's formula: x - max - log(sum(exp(x - max))); a +inf makes its line NaN (inf - inf)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shifted = a - a.max(axis, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis, keepdims=True))
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_log_softmax_of_a_line_holding_infinities_is_pytorchs(executor, dtype, axis):
+    # onnxruntime's float64 LogSoftmax gave -inf beside a +inf (and 46.05 with a NaN there too).
+    nan, inf = np.nan, np.inf
+    a = np.array([[-4.2, 1.0, nan, -inf], [inf, 2.0, 9.0, -inf], [0.5, inf, inf, 3.0]], dtype)
+    with onnxnn.set_executor(executor):
+        result = onnxnn.log_softmax(onnxnn.tensor(a), axis).numpy()
+    np.testing.assert_allclose(result, _log_softmax(a, axis), rtol=4 * np.finfo(dtype).eps, atol=0)

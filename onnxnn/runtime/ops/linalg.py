@@ -8,7 +8,14 @@ from onnx import helper, numpy_helper
 
 from ...ir import dtypes
 from ...ir.graph import FrozenAttributes, constant, shared_attributes
-from ...ir.registry import decompositions, gradient_rules, shape_rules, value_blind_decompositions
+from ...ir.registry import (
+    decompositions,
+    gradient_rules,
+    session_lowerings,
+    shape_rules,
+    size_blind_session_lowerings,
+    value_blind_decompositions,
+)
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes, promote_operands
 from ..tensor import outside_autocast
 
@@ -238,6 +245,37 @@ def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
         return apply_op("LogSoftmax", (input.reshape(1),), {"axis": 0}, "LogSoftmaxBackward0").reshape(())
     axis = normalize_axes([-1 if dim is None else dim], input.dim())[0]
     return apply_op("LogSoftmax", (input,), {"axis": axis}, "LogSoftmaxBackward0")
+
+
+@session_lowerings.register("LogSoftmax")
+def _float64_log_softmax(node, input_names: list, output_names: list, fresh_name, embedded=None):
+    """A float64 LogSoftmax as ``x - max - log(sum(exp(x - max)))``, PyTorch's (and onnxnn's kernels') form.
+
+    onnxruntime 1.31's float64 LogSoftmax mishandles an infinite input: beside a ``+inf`` the
+    finite elements came out ``-inf`` (PyTorch: NaN, as ``inf - inf`` is), and with a NaN in the row
+    too, 46.05. Its float32 kernel is right and keeps the node. Exports keep the node as well.
+    """
+    if node.inputs[0].dtype is not dtypes.float64:
+        return None
+    axis = node.attrs.get("axis", -1) if node.attrs else -1
+    axes = fresh_name("axes")
+    names = {part: fresh_name(part) for part in ("largest", "shifted", "exponentials", "total", "logarithm")}
+    nodes = [
+        helper.make_node(
+            "ReduceMax", [input_names[0], axes], [names["largest"]], keepdims=1, name=fresh_name("ReduceMax")
+        ),
+        helper.make_node("Sub", [input_names[0], names["largest"]], [names["shifted"]], name=fresh_name("Sub")),
+        helper.make_node("Exp", [names["shifted"]], [names["exponentials"]], name=fresh_name("Exp")),
+        helper.make_node(
+            "ReduceSum", [names["exponentials"], axes], [names["total"]], keepdims=1, name=fresh_name("ReduceSum")
+        ),
+        helper.make_node("Log", [names["total"]], [names["logarithm"]], name=fresh_name("Log")),
+        helper.make_node("Sub", [names["shifted"], names["logarithm"]], output_names, name=fresh_name("Sub")),
+    ]
+    return nodes, [numpy_helper.from_array(np.array([axis], np.int64), axes)]
+
+
+size_blind_session_lowerings.mark("LogSoftmax")
 
 
 @decompositions.register("MatMul")

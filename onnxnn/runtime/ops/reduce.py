@@ -319,10 +319,12 @@ MinResult = namedtuple("min", ["values", "indices"])
 
 
 def _arg(op_type: str, input: Tensor, dim, keepdim: bool) -> Tensor:
-    """ArgMax or ArgMin along ``dim`` (of the flattened input when None); NaN counts as the extremum."""
-    if input.dtype.is_floating_point:
-        input = where(input.isnan(), float("inf") if op_type == "ArgMax" else float("-inf"), input.detach())
-    return _first_arg(op_type, input, dim, keepdim)
+    """ArgMax or ArgMin along ``dim`` (of the flattened input when None); NaN counts as the extremum:
+    a line holding one gives its first NaN's index (an infinity of the same sign before it too)."""
+    if not input.dtype.is_floating_point:
+        return _first_arg(op_type, input, dim, keepdim)
+    has_nan, first_nan = nan_position(input.detach(), dim, keepdim)
+    return where(has_nan, first_nan, _first_arg(op_type, input.detach(), dim, keepdim))
 
 
 def nan_position(input: Tensor, dim, keepdim: bool, last: bool = False) -> tuple[Tensor, Tensor]:
