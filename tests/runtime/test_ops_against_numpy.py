@@ -449,6 +449,19 @@ REDUCTIONS = [
         lambda a: np.log(np.exp(a).sum((0, 2), keepdims=True)),
         [f64(2, 3, 4)],
     ),
+    # Integers and bools are summed in the default float dtype, as PyTorch's.
+    Case(
+        "logsumexp_ints",
+        lambda a: a.logsumexp(1),
+        lambda a: np.log(np.exp(a.astype(np.float32)).sum(1)),
+        [ints(3, 4, dtype=np.int8)],
+    ),
+    Case(
+        "logsumexp_bools",
+        lambda a: a.logsumexp(0),
+        lambda a: np.log(np.exp(a.astype(np.float32)).sum(0)),
+        [bools(5, 2)],
+    ),
     Case(
         "logsumexp_large_values",
         lambda a: a.logsumexp(0),

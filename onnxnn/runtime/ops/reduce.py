@@ -448,6 +448,8 @@ def unbiased_overload(dim, unbiased) -> tuple:
 
 
 def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
+    if not input.dtype.is_floating_point:  # integers and bools, as PyTorch: in the default float dtype
+        input = input.to(dtypes.get_default_dtype())
     if input.numel() == 0:  # no peak to shift by (amax refuses an empty dim): log(0) = -inf, as PyTorch
         return input.exp().sum(dim, keepdim).log()
     peak = amax(input, dim, keepdim=True).detach()
