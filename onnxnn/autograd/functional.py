@@ -18,7 +18,7 @@ from typing import Callable
 from ..runtime.backward import grad
 from ..runtime.creation import zeros, zeros_like
 from ..runtime.grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
-from ..runtime.ops.shape import stack
+from ..runtime.ops.shape import cat, split, stack
 from ..runtime.tensor import Tensor
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
@@ -86,49 +86,92 @@ def _vector_like_inputs(v, inputs: tuple, inputs_are_tuple: bool, create_graph: 
     return v
 
 
-def _check_differentiable(outputs: tuple, strict: bool) -> None:
+_INDEPENDENT = {
+    # PyTorch's words for a gradient that is missing in strict mode, by the backward that missed it.
+    "back": "The output of the user-provided function is independent of input {i}. This is not allowed in strict mode.",
+    "back_trick": (
+        "The gradient with respect to the input is independent of entry {i} in the grad_outputs when using the "
+        "double backward trick to compute forward mode gradients. This is not allowed in strict mode."
+    ),
+    "double_back": (
+        "The jacobian of the user-provided function is independent of input {i}. This is not allowed in strict mode."
+    ),
+    "double_back_trick": (
+        "The hessian of the user-provided function is independent of entry {i} in the grad_jacobian. This is not "
+        "allowed in strict mode as it prevents from using the double backward trick to replace forward mode AD."
+    ),
+}
+
+
+def _check_requires_grad(tensors: tuple, kind: str, strict: bool) -> None:
+    """Strict mode's refusal of an output (``kind`` "outputs"), a first gradient ("grad_inputs") or a
+    Jacobian ("jacobian") that is missing or does not depend on the inputs."""
     if not strict:
         return
-    for index, output in enumerate(outputs):
-        if not output.requires_grad:
+    for i, tensor in enumerate(tensors):
+        if tensor is None:
+            raise RuntimeError(_INDEPENDENT["back"].format(i=i))
+        if tensor.requires_grad:
+            continue
+        if kind == "jacobian":
             raise RuntimeError(
-                f"Output {index} of the user-provided function does not require gradients. The outputs "
-                "must be computed in a differentiable manner from the input when running in strict mode."
+                f"While computing the hessian, found that the jacobian of the user-provided function with respect "
+                f"to input {i} is independent of the input. This is not allowed in strict mode. You should ensure "
+                "that your function is twice differentiable and that the jacobian depends on the inputs (this "
+                "would be violated by a linear function for example)."
             )
+        if kind == "grad_inputs":
+            raise RuntimeError(
+                f"The gradient with respect to input {i} is independent of the inputs of the user-provided "
+                "function. This is not allowed in strict mode."
+            )
+        raise RuntimeError(
+            f"Output {i} of the user-provided function does not require gradients. The outputs must be computed "
+            "in a differentiable manner from the input when running in strict mode."
+        )
 
 
-def _gradients(outputs: tuple, inputs: tuple, grad_outputs, create_graph: bool, strict: bool, references: tuple):
-    """``grad(outputs, inputs, grad_outputs)`` over the outputs that require grad, zeros (shaped as
-    ``references``) where an input gets none; strict mode refuses an independent input instead."""
+def _autograd_grad(outputs: tuple, inputs: tuple, grad_outputs, create_graph: bool) -> tuple:
+    """``grad(outputs, inputs, grad_outputs)`` over the outputs that are not None and require grad; None
+    where an input gets no gradient (all of them where no output requires grad)."""
     if grad_outputs is None:
         grad_outputs = (None,) * len(outputs)
     pairs = [(output, g) for output, g in zip(outputs, grad_outputs) if output is not None and output.requires_grad]
-    found: tuple = (None,) * len(inputs)
-    if pairs:
-        found = grad(
-            [output for output, _ in pairs],
-            list(inputs),
-            [g for _, g in pairs],
-            retain_graph=True,
-            create_graph=create_graph,
-            allow_unused=True,
-        )
+    if not pairs:
+        return (None,) * len(inputs)
+    return grad(
+        [output for output, _ in pairs],
+        list(inputs),
+        [g for _, g in pairs],
+        retain_graph=True,
+        create_graph=create_graph,
+        allow_unused=True,
+    )
+
+
+def _fill_in_zeros(gradients: tuple, references: tuple, strict: bool, create_graph: bool, stage: str) -> tuple:
+    """Zeros shaped as ``references`` for the missing gradients (which do not require grad, as PyTorch's);
+    strict mode refuses them instead, and, with ``create_graph``, gradients that do not depend on the
+    inputs."""
     results = []
-    for index, gradient in enumerate(found):
+    for i, gradient in enumerate(gradients):
         if gradient is None:
             if strict:
-                raise RuntimeError(
-                    f"The output of the user-provided function is independent of input {index}. This is "
-                    "not allowed in strict mode."
-                )
-            gradient = zeros_like(references[index])
+                raise RuntimeError(_INDEPENDENT[stage].format(i=i))
+            gradient = zeros_like(references[i])
+        elif strict and create_graph and not gradient.requires_grad:
+            what = "hessian" if stage.startswith("double") else "jacobian"
+            raise RuntimeError(
+                f"The {what} of the user-provided function is independent of input {i}. This is not allowed in "
+                "strict mode when create_graph=True."
+            )
         results.append(gradient)
     return tuple(results)
 
 
 def _call(func: Callable, inputs: tuple, function: str, strict: bool) -> tuple[bool, tuple]:
     is_tuple, outputs = _as_tensors(func(*inputs), "outputs of the user-provided function", function)
-    _check_differentiable(outputs, strict)
+    _check_requires_grad(outputs, "outputs", strict)
     return is_tuple, outputs
 
 
@@ -165,7 +208,8 @@ def vjp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
             v = _leaves(_as_tensors(v, "v", "vjp")[1], create_graph, need_graph=False)
             _check_vector(v, outputs, outputs_are_tuple)
     with set_grad_enabled(create_graph or is_grad_enabled()):
-        products = _gradients(outputs, inputs, v, create_graph, strict, inputs)
+        found = _autograd_grad(outputs, inputs, v, create_graph)
+        products = _fill_in_zeros(found, inputs, strict, create_graph, "back")
     return (
         _unpacked(_finished(outputs, create_graph), outputs_are_tuple),
         _unpacked(_finished(products, create_graph), inputs_are_tuple),
@@ -191,9 +235,11 @@ def jvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
         v = _vector_like_inputs(v, inputs, inputs_are_tuple, create_graph, "jvp")
         outputs_are_tuple, outputs = _call(func, inputs, "jvp", strict)
         dummies = tuple(zeros_like(output).requires_grad_() for output in outputs)
-        transposed = _gradients(outputs, inputs, dummies, True, strict, inputs)
+        transposed = _autograd_grad(outputs, inputs, dummies, create_graph=True)
+        _check_requires_grad(transposed, "grad_inputs", strict)
     with set_grad_enabled(create_graph or is_grad_enabled()):
-        products = _gradients(transposed, dummies, v, create_graph, strict, outputs)
+        found = _autograd_grad(transposed, dummies, v, create_graph)
+        products = _fill_in_zeros(found, outputs, strict, create_graph, "back_trick")
     return (
         _unpacked(_finished(outputs, create_graph), outputs_are_tuple),
         _unpacked(_finished(products, create_graph), outputs_are_tuple),
@@ -228,42 +274,67 @@ def jacobian(
         tensor([[1., 0.],
                 [0., 1.]])
     """
+    # PyTorch's checks, in its order (the inputs' types are checked between those of forward mode).
     if strategy not in (_FORWARD, _REVERSE):
-        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
+        raise AssertionError(
+            'Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your function has more '
+            'outputs than inputs, "forward-mode" tends to be more performant. Otherwise, prefer to use "reverse-mode".'
+        )
     if strategy == _FORWARD:
         if create_graph:
             raise NotImplementedError(
-                'jacobian: `create_graph=True` and `strategy="forward-mode"` are not supported together.'
+                'onnxnn.autograd.functional.jacobian: `create_graph=True` and `strategy="forward-mode"` are not '
+                'supported together (yet). Please either set `create_graph=False` or `strategy="reverse-mode"`.'
             )
+        if strict:
+            raise RuntimeError(
+                'onnxnn.autograd.functional.jacobian: `strict=True` and `strategy="forward-mode"` are not '
+                'supported together (yet). Please either set `strict=False` or `strategy="reverse-mode"`.'
+            )
+        _as_tensors(inputs, "inputs", "jacobian")
         if not vectorize:
             raise NotImplementedError(
                 "Computing Jacobian using forward-AD or forward-over-reverse Hessian is only implemented "
                 "for `vectorize=True`."
             )
-    if vectorize and strict:
-        raise RuntimeError(
-            "jacobian: `strict=True` and `vectorized=True` are not supported together. Please either set "
-            "`strict=False` or `vectorize=False`."
-        )
     with enable_grad():
         inputs_are_tuple, inputs = _as_tensors(inputs, "inputs", "jacobian")
         inputs = _leaves(inputs, create_graph, need_graph=True)
         outputs_are_tuple, outputs = _call(func, inputs, "jacobian", strict)
-        rows = [_jacobian_rows(output, inputs, create_graph, strict) for output in outputs]
+        if vectorize and strict:
+            raise RuntimeError(
+                "onnxnn.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not supported "
+                "together. Please either set `strict=False` or `vectorize=False`."
+            )
+        rows = [_jacobian_rows(output, index, inputs, create_graph, strict) for index, output in enumerate(outputs)]
+        if vectorize and create_graph:
+            rows = _as_vectorized(rows, outputs, inputs)
     return _unpacked(
         tuple(_unpacked(_finished(row, create_graph), inputs_are_tuple) for row in rows), outputs_are_tuple
     )
 
 
-def _jacobian_rows(output: Tensor, inputs: tuple, create_graph: bool, strict: bool) -> tuple:
-    """``d output / d input`` for each input, one backward per element of ``output``."""
+def _jacobian_rows(output: Tensor, index: int, inputs: tuple, create_graph: bool, strict: bool) -> tuple:
+    """``d output / d input`` for each input, one backward per element of ``output`` (the ``index``-th)."""
     flat = output.reshape(-1)
     per_input: list[list] = [[] for _ in inputs]
     for element in range(flat.shape[0]):
         selected = zeros_like(flat)
         selected[element] = 1
-        gradients = _gradients((flat,), inputs, (selected,), create_graph, strict, inputs)
-        for rows, gradient in zip(per_input, gradients):
+        gradients = _autograd_grad((flat,), inputs, (selected,), create_graph)
+        for position, (rows, gradient, input) in enumerate(zip(per_input, gradients, inputs)):
+            if gradient is None:
+                if strict:
+                    raise RuntimeError(
+                        f"Output {index} of the user-provided function is independent of input {position}. This "
+                        "is not allowed in strict mode."
+                    )
+                gradient = zeros_like(input)
+            elif strict and create_graph and not gradient.requires_grad:
+                raise RuntimeError(
+                    f"The jacobian of the user-provided function is independent of input {position}. This is not "
+                    "allowed in strict mode when create_graph=True."
+                )
             rows.append(gradient)
     return tuple(
         (stack(rows) if rows else zeros((0,) + tuple(input.shape), dtype=input.dtype)).reshape(
@@ -273,8 +344,25 @@ def _jacobian_rows(output: Tensor, inputs: tuple, create_graph: bool, strict: bo
     )
 
 
-def _single_element(func: Callable, function: str, strict: bool) -> Callable:
-    """``func`` checked to return one tensor of one element, which is returned as a 0-d tensor."""
+def _as_vectorized(rows: list, outputs: tuple, inputs: tuple) -> list:
+    """PyTorch's vectorized Jacobian is one tensor per input, over all outputs, split by output: each block
+    requires grad where any block of its input does (which only ``create_graph`` shows)."""
+    numels = [output.numel() for output in outputs]
+    columns = []
+    for position, input in enumerate(inputs):
+        whole = cat([row[position].reshape((-1,) + tuple(input.shape)) for row in rows])
+        columns.append(
+            [
+                block.reshape(tuple(output.shape) + tuple(input.shape))
+                for block, output in zip(split(whole, numels), outputs)
+            ]
+        )
+    return [tuple(column[index] for column in columns) for index in range(len(outputs))]
+
+
+def _single_output(func: Callable, function: str, strict: bool, squeeze: bool) -> Callable:
+    """``func`` checked to return one tensor of one element; as a 0-d tensor where ``squeeze`` (the
+    Hessian's), else in its own shape (the products return it so, as PyTorch)."""
 
     def checked(*inputs):
         is_tuple, outputs = _call(func, inputs, function, strict)
@@ -284,7 +372,7 @@ def _single_element(func: Callable, function: str, strict: bool) -> Callable:
             raise RuntimeError(
                 f"The Tensor returned by the function given to {function} should contain a single element"
             )
-        return outputs[0].reshape(())
+        return outputs[0].reshape(()) if squeeze else outputs[0]
 
     return checked
 
@@ -312,13 +400,16 @@ def hessian(
         tensor([[ 6.,  0.],
                 [ 0., 12.]])
     """
+    inputs_are_tuple, inputs = _as_tensors(inputs, "inputs", "hessian")
     if outer_jacobian_strategy not in (_FORWARD, _REVERSE):
         raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
-    inputs_are_tuple, inputs = _as_tensors(inputs, "inputs", "hessian")
-    scalar = _single_element(func, "hessian", strict)
+    scalar = _single_output(func, "hessian", strict, squeeze=True)
 
     def gradient(*point):
-        return jacobian(scalar, point if inputs_are_tuple else point[0], create_graph=True, strict=strict)
+        # As PyTorch: the inner Jacobian fills in zeros, which strict mode then refuses as independent.
+        first = jacobian(scalar, point if inputs_are_tuple else point[0], create_graph=True)
+        _check_requires_grad(first if inputs_are_tuple else (first,), "jacobian", strict)
+        return first
 
     # The inner Jacobian is a tuple exactly when the inputs are: the outer one nests as H[i][j].
     return jacobian(
@@ -335,7 +426,7 @@ def vhp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
     """The vector-Hessian product ``v^T H`` of a scalar ``func`` at ``inputs``.
 
     Returns:
-        ``(func(*inputs), vhp)``, ``vhp`` shaped as ``inputs``.
+        ``(func(*inputs), vhp)``: the value in the shape ``func`` gave it, ``vhp`` shaped as ``inputs``.
     """
     return _hessian_product(func, inputs, v, create_graph, strict, "vhp")
 
@@ -345,7 +436,7 @@ def hvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
     is the same wherever ``func`` is twice continuously differentiable (its Hessian is symmetric).
 
     Returns:
-        ``(func(*inputs), hvp)``, ``hvp`` shaped as ``inputs``.
+        ``(func(*inputs), hvp)``: the value in the shape ``func`` gave it, ``hvp`` shaped as ``inputs``.
     """
     return _hessian_product(func, inputs, v, create_graph, strict, "hvp")
 
@@ -355,8 +446,12 @@ def _hessian_product(func: Callable, inputs, v, create_graph: bool, strict: bool
         inputs_are_tuple, inputs = _as_tensors(inputs, "inputs", function)
         inputs = _leaves(inputs, create_graph, need_graph=True)
         v = _vector_like_inputs(v, inputs, inputs_are_tuple, create_graph, function)
-        output = _single_element(func, function, strict)(*inputs)
-        first = _gradients((output,), inputs, None, True, strict, inputs)
+        output = _single_output(func, function, strict, squeeze=False)(*inputs)
+        first = _autograd_grad((output,), inputs, None, create_graph=True)
+        _check_requires_grad(first, "jacobian", strict)
     with set_grad_enabled(create_graph or is_grad_enabled()):
-        products = _gradients(first, inputs, v, create_graph, strict, inputs)
+        found = _autograd_grad(first, inputs, v, create_graph)
+        # hvp's words are those of PyTorch's double-backward trick, which it uses where this transposes.
+        stage = "double_back" if function == "vhp" else "double_back_trick"
+        products = _fill_in_zeros(found, inputs, strict, create_graph, stage)
     return _finished(output, create_graph), _unpacked(_finished(products, create_graph), inputs_are_tuple)

@@ -411,7 +411,9 @@ def grad(
 
     With ``is_grads_batched``, the first dimension of every ``grad_outputs`` tensor is a batch of
     vectors, and each input's gradient gets that dimension first: the vector-Jacobian product of
-    each row (a backward per row, where PyTorch vectorizes with vmap; the values are the same).
+    each row (a backward per row, where PyTorch vectorizes with vmap; the values are the same). As
+    PyTorch's, the zeros of ``materialize_grads`` are shaped as the input even then (no batch dimension),
+    and require grad under ``create_graph``.
 
     Example::
 
@@ -434,6 +436,8 @@ def grad(
     outputs = [outputs] if isinstance(outputs, _tensor.Tensor) else list(outputs)
     single = isinstance(inputs, _tensor.Tensor)
     inputs = [inputs] if single else list(inputs)
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
     elif isinstance(grad_outputs, _tensor.Tensor):
@@ -453,18 +457,25 @@ def grad(
     roots = [_edge_of(t) for t in outputs]
     capture = [_edge_of(t) for t in inputs]
     results = _execute(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph, capture=capture)
-    final = []
-    for tensor, gradient in zip(inputs, results):
-        if gradient is None:
-            if materialize_grads:
-                gradient = _tensor.Tensor._zeros(tensor.shape, tensor.dtype, tensor.device)
-            elif not allow_unused:
-                raise RuntimeError(
-                    "One of the differentiated Tensors appears to not have been used in the "
-                    "graph. Set allow_unused=True if this is the desired behavior."
-                )
-        final.append(gradient)
-    return tuple(final)
+    for index, gradient in enumerate(results):
+        if gradient is None and not (allow_unused or materialize_grads):
+            raise RuntimeError(
+                f"The differentiated Tensor at index {index} appears to not have been used in the "
+                "graph. Set allow_unused=True if this is the desired behavior."
+            )
+    return _with_zeros(results, inputs, create_graph) if materialize_grads else tuple(results)
+
+
+def _with_zeros(gradients, inputs, create_graph: bool) -> tuple:
+    """Zeros shaped as the input for each missing gradient, as PyTorch: leaves that require grad under
+    ``create_graph`` (so a further backward accepts them), and shaped as the input even for batched
+    gradients (PyTorch fills them in after its vmap)."""
+    return tuple(
+        gradient
+        if gradient is not None
+        else _tensor.Tensor._zeros(tensor.shape, tensor.dtype, tensor.device).requires_grad_(create_graph)
+        for gradient, tensor in zip(gradients, inputs)
+    )
 
 
 def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads) -> tuple:
@@ -484,8 +495,7 @@ def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, all
             [vector[row] for vector in grad_outputs],
             retain_graph=retain_graph or row < rows - 1,
             create_graph=create_graph,
-            allow_unused=allow_unused,
-            materialize_grads=materialize_grads,
+            allow_unused=allow_unused or materialize_grads,
         )
         for row in range(rows)
     ]
@@ -499,7 +509,7 @@ def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, all
         else:
             rows_first = tuple(gradient.unsqueeze(0) for gradient in gradients)
             stacked.append(_tensor.apply_op("Concat", rows_first, {"axis": 0}, "StackBackward0"))
-    return tuple(stacked)
+    return _with_zeros(stacked, inputs, create_graph) if materialize_grads else tuple(stacked)
 
 
 class _Engine:
