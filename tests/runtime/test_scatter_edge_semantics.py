@@ -121,3 +121,33 @@ def test_the_src_gradient_is_zero_beyond_the_block(executor):
 def test_a_src_smaller_than_the_index_is_refused_when_recorded():
     with pytest.raises(RuntimeError, match="smaller than src"):
         onnxnn.zeros(5).scatter_reduce(0, onnxnn.tensor([0, 1, 0]), onnxnn.ones(2), "sum")
+
+
+# Bools reduce as PyTorch's: sum is "any", prod "all", amax/amin their or/and; no mean.
+BOOL_REDUCE = {"sum": np.any, "prod": np.all, "amax": np.any, "amin": np.all}
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("reduce", list(BOOL_REDUCE))
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_of_bools(executor, reduce, include_self):
+    x = X > 0
+    source = SOURCE[:3, :2] > 0
+    index = INDEX[1]
+    pools: dict = {}
+    for position in np.ndindex(index.shape):
+        pools.setdefault((position[0], index[position]), []).append(source[position])
+    expected = x.copy()
+    for target, pool in pools.items():
+        expected[target] = BOOL_REDUCE[reduce](pool + [x[target]] if include_self else pool)
+    with onnxnn.set_executor(executor):
+        result = onnxnn.tensor(x).scatter_reduce(
+            1, onnxnn.tensor(index), onnxnn.tensor(source), reduce, include_self=include_self
+        )
+        np.testing.assert_array_equal(result.numpy(), expected)
+
+
+def test_scatter_reduce_mean_refuses_bools_as_pytorch():
+    x = onnxnn.tensor(X > 0)
+    with pytest.raises(NotImplementedError, match="reduce_mean\" not implemented for 'Bool'"):
+        x.scatter_reduce(1, onnxnn.tensor(INDEX[1]), x[:, :2], "mean")

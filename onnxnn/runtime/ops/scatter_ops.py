@@ -101,6 +101,13 @@ def scatter_reduce(
     """Reduces ``src`` into ``input`` at ``index`` along ``dim`` with sum, prod, mean, amax or amin."""
     if reduce not in _IDENTITIES:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    if input.dtype is dtypes.bool and reduce == "mean":
+        raise NotImplementedError("\"scatter_gather_tensor_cpu_reduce_mean\" not implemented for 'Bool'")
+    if input.dtype is dtypes.bool and reduce in ("amax", "amin"):
+        # onnxruntime's ScatterElements has no bool max or min: reduced as 0s and 1s.
+        widened = src.to(dtypes.uint8) if isinstance(src, Tensor) else src
+        reduced = scatter_reduce(input.to(dtypes.uint8), dim, index, widened, reduce, include_self=include_self)
+        return reduced.to(dtypes.bool)
     index = _check_index_tensor(index, "scatter")  # PyTorch's name for the whole family
     axis = normalize_axes([dim], input.dim())[0]
     src = scatter_source(input, index, axis, src)  # checks the bounds of a known index before the cast
@@ -108,7 +115,9 @@ def scatter_reduce(
     base = input
     if not include_self:
         identity = _IDENTITIES[reduce]
-        if not input.dtype.is_floating_point and np.isinf(identity):
+        if input.dtype is dtypes.bool:  # False and True are bool's lowest and highest
+            identity = identity > 0
+        elif not input.dtype.is_floating_point and np.isinf(identity):
             info = np.iinfo(input.dtype.numpy_dtype)
             identity = info.min if identity < 0 else info.max
         fill = Tensor._full(tuple(index.shape), identity, input.dtype, input.device)
