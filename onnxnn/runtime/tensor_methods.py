@@ -186,7 +186,7 @@ class TensorMethods:
         return ops.allclose(self, other, rtol, atol, equal_nan)  # type: ignore[arg-type]  # self is a Tensor
 
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-        return ops.isclose(self, other, rtol, atol, equal_nan)
+        return ops.isclose(self, other, rtol, atol, equal_nan)  # type: ignore[arg-type]  # self is a Tensor
 
     def logical_and(self, other):
         return ops.logical_and(self, other)
@@ -429,11 +429,11 @@ class TensorMethods:
             sizes = _varargs_or_keyword(sizes, named, "repeats", "repeat")
         return ops.repeat(self, *sizes)
 
-    def tile(self, dims):
-        return ops.tile(self, dims)
+    def tile(self, *dims, **named):
+        return ops.tile(self, _dims_argument(dims, named, "tile"))
 
-    def flip(self, dims):
-        return ops.flip(self, dims)
+    def flip(self, *dims, **named):
+        return ops.flip(self, _dims_argument(dims, named, "flip"))
 
     def split(self, split_size, dim=0):
         return ops.split(self, split_size, dim)
@@ -596,3 +596,14 @@ def _varargs_or_keyword(positional: tuple, named: dict, keyword: str, method: st
         unexpected = sorted(set(named) - {keyword}) or [keyword]
         raise TypeError(f"{method}() got an unexpected keyword argument '{unexpected[0]}'")
     return (named[keyword],)
+
+
+def _dims_argument(positional: tuple, named: dict, method: str):
+    """flip's and tile's dims, given as PyTorch's methods take them: ``(0, 1)``, ``0, 1`` or ``dims=``."""
+    if named:
+        return _varargs_or_keyword(positional, named, "dims", method)[0]
+    if not positional:
+        raise TypeError(f'{method}() missing 1 required positional arguments: "dims"')
+    if len(positional) == 1 and isinstance(positional[0], (tuple, list)):
+        return positional[0]
+    return positional

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes
-from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes, with_zero_gradients
+from ._common import Tensor, _scalar_array, apply_op, broadcast_shapes, normalize_axes, with_zero_gradients
+from .alpha_scaling import factor_in
 from ..realization import host_data
 from ..creation import check_number_fits
 from .elementwise import where
@@ -415,7 +416,11 @@ def _index_scatter(input: Tensor, dim: int, index: Tensor, source: Tensor, reduc
 
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     """A copy of ``input`` with ``alpha * source`` added at positions ``index`` along ``dim`` (repeats accumulate)."""
-    return _index_scatter(input, dim, index, source if alpha == 1 else source * alpha, "add", "index_add")
+    if (alpha != 1 or type(alpha) is not int) and isinstance(source, Tensor) and source.dtype is input.dtype:
+        # alpha in input's dtype, as PyTorch converts it (no alpha_check: int alpha=0.5 is 0, a bool
+        # input's alpha=2 is True), so the scaled source keeps the dtype _index_scatter requires.
+        source = source * factor_in(alpha, input.dtype, checked=False)
+    return _index_scatter(input, dim, index, source, "add", "index_add")
 
 
 @outside_autocast("index_copy")  # on PyTorch's CPU promote list: self and source take the wider dtype
@@ -451,7 +456,7 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
         else:
             filled = index_fill(Tensor._full(tuple(input.shape), False, dtypes.bool, input.device), dim, index, True)
         return where(filled, value.to(input.dtype), input)
-    source = Tensor._full(tuple(shape), value, input.dtype, input.device)
+    source = Tensor._full(tuple(shape), _fill_number(value, input.dtype), input.dtype, input.device)
     return _index_scatter(input, dim, index, source.reshape(shape if input.dim() else ()), "none", "index_fill")
 
 
@@ -465,6 +470,16 @@ def _check_fill_value(value, target: dtypes.dtype) -> None:
         value = data.item()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         check_number_fits(value, target, floating=True)
+
+
+def _fill_number(value, target: dtypes.dtype):
+    """A fill number (checked by ``_check_fill_value``) as ``target`` holds it, as PyTorch converts it: a
+    bool any nonzero, NaN included (0.5 is True); an integer truncated, wrapping (uint8 -1 is 255)."""
+    if isinstance(value, Tensor) or target.is_floating_point:
+        return value
+    if target is dtypes.bool:
+        return bool(value)
+    return int(_scalar_array(int(value), target))
 
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
@@ -482,8 +497,8 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
                 f"{value.dim()} dimension(s)."
             )
         value = value.to(input.dtype)
-    elif not input.dtype.is_floating_point and isinstance(value, float):
-        value = int(value)
+    else:
+        value = _fill_number(value, input.dtype)
     result = where(mask, value, input)
     return result if result.dtype is input.dtype else result.to(input.dtype)
 

@@ -5,12 +5,10 @@ isclose/allclose/equal built on them. Their outputs are bool, so none has a grad
 
 from __future__ import annotations
 
-import builtins
-
 from ...ir import dtypes
 from ...ir.registry import non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_values, promote_operands, same_shape
-from .elementwise import _is_bool, abs, add, mul, sub
+from .elementwise import abs, add, mul, sub
 
 # ---------------------------------------------------------------- shape rules
 
@@ -79,7 +77,9 @@ def ge(input, other) -> Tensor:
 def _as_bool(x):
     if isinstance(x, Tensor):
         return x if x._value.dtype is dtypes.bool else x.to(dtypes.bool)
-    return x
+    # A Python number (PyTorch takes only tensors) is taken by its truth, NaN true as in a bool cast:
+    # And/Or/Xor exist for bools only.
+    return bool(x)
 
 
 def logical_and(input, other) -> Tensor:
@@ -110,19 +110,57 @@ def isfinite(input: Tensor) -> Tensor:
     return logical_not(logical_or(isnan(input), isinf(input))) if input.dtype.is_floating_point else input == input
 
 
-def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
-    if _is_bool(input) and _is_bool(other):
-        return eq(input, other)  # bools have no difference to measure
-    tolerance = add(mul(abs(other) if isinstance(other, Tensor) else builtins.abs(other), rtol), atol)
-    close = le(abs(sub(input, other)), tolerance)
-    if equal_nan:
+def _check_closeness_arguments(name: str, input, other, rtol, atol) -> None:
+    """PyTorch's checks: two tensors (no Python numbers) of one dtype, and non-negative tolerances."""
+    for position, (argument, value) in enumerate((("input", input), ("other", other)), start=1):
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"{name}(): argument '{argument}' (position {position}) must be Tensor, not {type(value).__name__}"
+            )
+    if input._value.dtype is not other._value.dtype:
+        names = (dtypes.scalar_type_name(operand._value.dtype) for operand in (input, other))
+        raise RuntimeError("{} did not match {}".format(*names))
+    for argument, value in (("rtol", rtol), ("atol", atol)):
+        if not value >= 0:  # NaN fails too
+            raise RuntimeError(f"{argument} must be greater than or equal to zero, but got {value}")
+
+
+def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    r"""Where ``input`` and ``other`` are close: equal, or both NaN when ``equal_nan``, or a finite
+    difference with :math:`|\text{input} - \text{other}| \leq \text{atol} + \text{rtol} \times |\text{other}|`.
+
+    Non-finite values are close only to an equal value (``inf`` is not close to ``-inf`` nor to a
+    number). Both must be tensors of one dtype; the tolerances must be non-negative. As PyTorch,
+    floating values are compared in their dtype; integer and bool ones in the default float dtype.
+
+    Example::
+
+        >>> onnxnn.isclose(onnxnn.tensor([1.0, float("inf")]), onnxnn.tensor([1.0 + 1e-6, float("-inf")]))
+        tensor([ True, False])
+    """
+    _check_closeness_arguments("isclose", input, other, rtol, atol)
+    return _isclose(input, other, rtol, atol, equal_nan)
+
+
+def _isclose(input: Tensor, other: Tensor, rtol: float, atol: float, equal_nan: bool) -> Tensor:
+    close = eq(input, other)
+    floating = input._value.dtype.is_floating_point
+    if equal_nan and floating:
         close = logical_or(close, logical_and(isnan(input), isnan(other)))
-    return logical_or(close, eq(input, other))
+    if rtol == 0 and atol == 0:
+        return close
+    if not floating:  # PyTorch's: no wrapping difference of integers, and bools have none
+        input, other = input.to(dtypes.get_default_dtype()), other.to(dtypes.get_default_dtype())
+    allowed = add(abs(mul(other, rtol)), atol)
+    error = abs(sub(input, other))
+    # A non-finite error (inf - inf is NaN, inf - 1 is inf) is never within an infinite allowance.
+    return logical_or(close, logical_and(isfinite(error), le(error, allowed)))
 
 
-def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
-    """True when every element satisfies ``|input - other| <= atol + rtol * |other|`` (computed, then read)."""
-    return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """True when every element of ``input`` is close to ``other``'s, as :func:`isclose` (computed, then read)."""
+    _check_closeness_arguments("allclose", input, other, rtol, atol)
+    return bool(_isclose(input, other, rtol, atol, equal_nan).all().item())
 
 
 def equal(input: Tensor, other: Tensor) -> bool:

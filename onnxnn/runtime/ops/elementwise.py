@@ -27,6 +27,7 @@ from ._common import (
 )
 from ..creation import check_number_fits
 from .abs_gradient import abs_gradient as _abs_gradient
+from .alpha_scaling import scaled_sum
 from .indexing import nonzero
 from .opmath import rounded, widened, with_float32_number
 
@@ -296,16 +297,11 @@ def _floating(x: Tensor) -> Tensor:
     return x if x._value.dtype.is_floating_point else x.to(dtypes.get_default_dtype())
 
 
-def _scaled(other, alpha):
-    """``alpha * other`` for add/sub; a number stays a number so no constant tensor is recorded.
-    (PyTorch rounds ``alpha`` to a float16/bfloat16 tensor's dtype: not ``with_float32_number``.)"""
-    return _binary("Mul", other, alpha, "MulBackward0") if isinstance(other, Tensor) else other * alpha
-
-
 def add(input, other, *, alpha=1) -> Tensor:
-    """``input + alpha * other`` with broadcasting and PyTorch's type promotion."""
-    if alpha != 1:
-        other = _scaled(other, alpha)
+    """``input + alpha * other`` with broadcasting and PyTorch's type promotion (``alpha`` scales in
+    the result dtype)."""
+    if alpha != 1 or type(alpha) is not int:  # alpha=True, 1.0 are checked against the result dtype
+        return scaled_sum("Add", input, other, alpha, "AddBackward0")
     (a, b), result_dtype = promote_pair(input, other) or promote_operands([input, other])
     if result_dtype is dtypes.bool:
         # onnxruntime has no bool Add; PyTorch's sum of bools is their logical or.
@@ -330,8 +326,8 @@ def sub(input, other, *, alpha=1) -> Tensor:
             "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
             "trying to invert a mask, use the `~` or `logical_not()` operator instead."
         )
-    if alpha != 1:
-        other = _scaled(other, alpha)
+    if alpha != 1 or type(alpha) is not int:
+        return scaled_sum("Sub", input, other, alpha, "SubBackward0")
     return _binary("Sub", input, other, "SubBackward0")
 
 
@@ -524,7 +520,7 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     """Rounds half to even; with ``decimals``, to that many decimal places (negative: tens, hundreds...).
 
     As PyTorch computes it: ``round(x * 10**d) / 10**d``, or ``round(x / 10**-d) * 10**-d`` for
-    negative ``d``, in ``input``'s dtype.
+    negative ``d``, in ``input``'s dtype (float32 for float16 and bfloat16, rounded once at the end).
     """
     refuse_bool(input, "round")
     if not decimals:
@@ -533,10 +529,13 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
         raise NotImplementedError(
             f"\"round\" with decimals not implemented for '{dtypes.scalar_type_name(input.dtype)}'"
         )
-    scale = Tensor._full((), 10.0 ** builtins.abs(decimals), input.dtype, input.device)
+    wide = widened(input)  # in float16, 60000 * 100 would be inf and 0.35 * 10 round to 3.5 first
+    scale = Tensor._full((), 10.0 ** builtins.abs(decimals), wide.dtype, input.device)
     if decimals > 0:
-        return _binary("Div", _unary("Round", mul(input, scale), "RoundBackward1"), scale, "DivBackward0")
-    return mul(_unary("Round", _binary("Div", input, scale, "DivBackward0"), "RoundBackward1"), scale)
+        result = _binary("Div", _unary("Round", mul(wide, scale), "RoundBackward1"), scale, "DivBackward0")
+    else:
+        result = mul(_unary("Round", _binary("Div", wide, scale, "DivBackward0"), "RoundBackward1"), scale)
+    return rounded(result, input.dtype)
 
 
 def clamp(input: Tensor, min=None, max=None) -> Tensor:

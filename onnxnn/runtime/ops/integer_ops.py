@@ -88,11 +88,19 @@ def gcd(input: Tensor, other: Tensor) -> Tensor:
     _check_tensor_operands("gcd", input, other)
     a, b, result = _integer_operands(input, other, "gcd")
     shape = broadcast_values([a._value, b._value])
-    a, b = _e.abs(a).expand(*shape), _e.abs(b).expand(*shape)
-    # (a, b) -> (b mod a, a) while a != 0; then b is the gcd. A zero a takes a safe divisor of 1.
+    # PyTorch's C++ (calc_gcd): abs in the dtype, so abs(INT_MIN) stays INT_MIN (int16 runs in int32:
+    # the cast back wraps 32768 as int16 does), then C's truncating %. Both make gcd(INT_MIN, 4) = 4
+    # and gcd(INT_MIN, 0) = INT_MIN, as PyTorch.
+    work = a.dtype
+    a, b = (_e.abs(operand).to(result).to(work).expand(*shape) for operand in (a, b))
+    # (a, b) -> (b % a, a) while a != 0; then b is the gcd. A zero a takes a safe divisor of 1. C's %
+    # is b - (b / a) * a with ONNX's truncating integer Div (onnxruntime's Mod with fmod=1 goes through
+    # double: inexact for int64). Only a start value can be INT_MIN, divided by the other start value
+    # (non-negative, or INT_MIN): no INT_MIN / -1, so the plain Div cannot trap.
     for _ in range(_euclid_steps(result)):
         running = _c.ne(a, 0)
-        remainder = _division.remainder(b, _e.where(running, a, 1))
+        divisor = _e.where(running, a, 1)
+        remainder = _e.sub(b, _e.mul(apply_op("Div", (b, divisor)), divisor))
         a, b = _e.where(running, remainder, a), _e.where(running, a, b)
     return b.to(result)
 

@@ -9,6 +9,7 @@ scatters (no multiplication by a 0/1 mask, which would turn an infinite entry in
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from ...ir.registry import gradient_rules, shape_rules
 from ..tensor import Size, autocast_arguments
 from ._common import Tensor, apply_op, int64_constant, normalize_axes, promote_operands
 from ._common import broadcast_shapes as _broadcast_shapes
+from .alpha_scaling import factor_in
 from .arrange import meshgrid
 from .linalg import bmm, dot, matmul, mm
 from .opmath import REDUCED_FLOATS, rounds_half_products_once, widened
@@ -82,8 +84,15 @@ def _scaled_sum(input, multiply, operands: tuple, beta, alpha, name: str | None)
     ):
         return _scaled_sum_in_float32(input, multiply, operands, beta, alpha, name)
     product = multiply(*operands)
-    if alpha != 1:
-        product = product * alpha
+    dtype = product._value.dtype
+    if beta != 0 and input._value.dtype is not dtype:  # addr promotes (the others check dtypes first)
+        dtype = dtypes.result_type([(input._value.dtype, input.dim()), (dtype, product.dim())])
+    # The factors convert to the result dtype, as PyTorch's: int64 addmm's alpha=0.5 is 0, not a
+    # float result; addr (``name`` None) refuses float factors of integer results as add does.
+    if alpha != 1 or type(alpha) is not int:
+        product = product.to(dtype) * factor_in(alpha, dtype, "alpha", checked=name is None)
+    if beta != 1 or type(beta) is not int:
+        beta = factor_in(beta, dtype, "beta", checked=name is None)
     if beta == 0:
         return product
     return product + (input if beta == 1 else input * beta)
@@ -98,6 +107,13 @@ def _scaled_sum_in_float32(input, multiply, operands: tuple, beta, alpha, name: 
     return apply_op("Cast", (result,), {"to": dtype}, name)
 
 
+def _same_dtype(first_name: str, first: Tensor, second_name: str, second: Tensor) -> None:
+    """PyTorch's addmm/addbmm check: no promotion between the operands of a scaled product."""
+    if first._value.dtype is not second._value.dtype:
+        a, b = (dtypes.scalar_type_name(t._value.dtype) for t in (first, second))
+        raise RuntimeError(f"{first_name} and {second_name} must have the same dtype, but got {a} and {b}")
+
+
 def _need_rank(tensor: Tensor, rank: int, what: str) -> None:
     if tensor.dim() != rank:
         kinds = {1: "a vector", 2: "a matrix", 3: "a 3D tensor"}
@@ -110,6 +126,8 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tens
     input, mat1, mat2 = autocast_arguments("MatMul", (input, mat1, mat2))
     _need_rank(mat1, 2, "mat1")
     _need_rank(mat2, 2, "mat2")
+    _same_dtype("mat1", mat1, "mat2", mat2)
+    _same_dtype("self", input, "mat2", mat2)
     return _scaled_sum(input, mm, (mat1, mat2), beta, alpha, "AddmmBackward0")
 
 
@@ -119,6 +137,12 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -
     input, batch1, batch2 = autocast_arguments("MatMul", (input, batch1, batch2))
     _need_rank(batch1, 3, "batch1")
     _need_rank(batch2, 3, "batch2")
+    if not input._value.dtype is batch1._value.dtype is batch2._value.dtype:
+        names = ", ".join(
+            f"{n}: {dtypes.scalar_type_name(t._value.dtype)}"
+            for n, t in (("input", input), ("batch1", batch1), ("batch2", batch2))
+        )
+        raise RuntimeError(f"Input dtypes must be the same, got: {names}")
     return _scaled_sum(input, bmm, (batch1, batch2), beta, alpha, "BaddbmmBackward0")
 
 
@@ -128,6 +152,8 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
     input, batch1, batch2 = autocast_arguments("MatMul", (input, batch1, batch2))
     _need_rank(batch1, 3, "batch1")
     _need_rank(batch2, 3, "batch2")
+    _same_dtype("mat1", batch1, "mat2", batch2)
+    _same_dtype("self", input, "mat2", batch2)
     return _scaled_sum(input, _bmm_sum, (batch1, batch2), beta, alpha, "AddbmmBackward0")
 
 
@@ -150,6 +176,9 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor
     """``beta * input + alpha * (mat @ vec)``."""
     # Autocast casts the added input too (the whole op runs in its dtype), as PyTorch does.
     input, mat, vec = autocast_arguments("MatMul", (input, mat, vec))
+    if not input._value.dtype is mat._value.dtype is vec._value.dtype:
+        a, b, c = (dtypes.scalar_type_name(t._value.dtype) for t in (input, mat, vec))
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {a}, {b}, and {c}")
     return _scaled_sum(input, mv, (mat, vec), beta, alpha, "AddmvBackward0")
 
 
@@ -179,7 +208,9 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
             f"{list(input.shape)} and {list(other.shape)}"
         )
     size = input.shape[-1]
-    product = matmul(input.reshape(-1, size), other.reshape(-1, size).transpose(0, 1))
+    # Explicit row counts, not -1: with size 0 a reshape cannot infer them.
+    rows, columns = math.prod(input.shape[:-1]), math.prod(other.shape[:-1])
+    product = matmul(input.reshape(rows, size), other.reshape(columns, size).transpose(0, 1))
     return product.reshape(tuple(input.shape[:-1]) + tuple(other.shape[:-1]))
 
 
@@ -336,8 +367,9 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     free_a = [d for d in range(a.dim()) if d not in dims_a]
     free_b = [d for d in range(b.dim()) if d not in dims_b]
     size = int(np.prod([a.shape[d] for d in dims_a])) if dims_a else 1
-    left = a.permute(free_a + dims_a).reshape(-1, size)
-    right = b.permute(dims_b + free_b).reshape(size, -1)
+    # Explicit free sizes, not -1: a contracted size 0 leaves a reshape nothing to infer them from.
+    left = a.permute(free_a + dims_a).reshape(math.prod(a.shape[d] for d in free_a), size)
+    right = b.permute(dims_b + free_b).reshape(size, math.prod(b.shape[d] for d in free_b))
     return matmul(left, right).reshape(tuple(a.shape[d] for d in free_a) + tuple(b.shape[d] for d in free_b))
 
 

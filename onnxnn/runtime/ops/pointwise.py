@@ -337,7 +337,14 @@ def float_power(input, exponent) -> Tensor:
 
 
 def heaviside(input: Tensor, values: Tensor) -> Tensor:
-    """0 for negative, ``values`` at zero, 1 for positive inputs."""
+    """0 for negative, ``values`` at zero, 1 for positive inputs (two tensors of one dtype, as PyTorch's)."""
+    for position, (argument, value) in enumerate((("input", input), ("values", values)), start=1):
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"heaviside(): argument '{argument}' (position {position}) must be Tensor, not {type(value).__name__}"
+            )
+    if input.dtype is not values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
     step = _e.where(_c.gt(input, 0), 1, 0).to(input.dtype)
     return _e.where(_c.eq(input, 0), values.to(input.dtype), step)
 
@@ -357,9 +364,20 @@ def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Ten
 
 
 def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """``mean`` of the non-NaN elements."""
-    valid = _c.logical_not(_c.isnan(input))
-    return _division.div(nansum(input, dim, keepdim, dtype=dtype), _r.sum(valid.to(input.dtype), dim, keepdim))
+    """``mean`` of the non-NaN elements; ``dtype``, a float dtype, is the dtype of the sum and result."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(
+            "nanmean(): expected input to have floating point or complex dtype but got "
+            f"{dtypes.scalar_type_name(input.dtype)}"
+        )
+    if dtype is not None and not dtype.is_floating_point:
+        raise RuntimeError(
+            "nanmean(): could not infer output dtype. Optional dtype must be either a floating point or "
+            f"complex dtype. Got: {dtypes.scalar_type_name(dtype)}"
+        )
+    # The count stays int64 (PyTorch's): divided into the sum, it keeps the sum's dtype.
+    count = _r.sum(_c.logical_not(_c.isnan(input)), dim, keepdim)
+    return _division.div(nansum(input, dim, keepdim, dtype=dtype), count)
 
 
 def logit(input: Tensor, eps: float | None = None) -> Tensor:

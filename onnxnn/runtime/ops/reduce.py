@@ -223,6 +223,8 @@ def _integers_as_int64(input: Tensor, dtype) -> Tensor:
 def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Sum over ``dim`` (all dims when None); bool and integer inputs sum to int64 as in PyTorch."""
     input = _integers_as_int64(input, dtype)
+    if input.dtype is dtypes.bool:  # (dtype=bool) PyTorch's bool sum is "any"; ONNX's ReduceSum has no bool
+        return _reduce("ReduceSum", input.to(dtypes.int64), dim, keepdim, None).to(dtypes.bool)
     return _reduce("ReduceSum", input, dim, keepdim, "SumBackward0" if dim is None else "SumBackward1")
 
 
@@ -249,6 +251,9 @@ def recorded_mean(input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
 def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Product over ``dim`` (all dims when None); bool and integer inputs multiply in int64."""
     input = _integers_as_int64(input, dtype)
+    if input.dtype is dtypes.bool:  # (dtype=bool) PyTorch's bool product is "all"; ONNX's ReduceProd has no bool
+        falses = _reduce("ReduceSum", input.logical_not().to(dtypes.int64), dim, keepdim, None)
+        return falses == 0
     return _reduce("ReduceProd", input, dim, keepdim, "ProdBackward0")
 
 

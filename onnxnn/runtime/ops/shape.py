@@ -533,6 +533,8 @@ def unbind(input: Tensor, dim: int = 0) -> tuple:
 
 def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     """The ``length`` elements from ``start`` along ``dim`` (a negative start counts from the end)."""
+    if input.dim() == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     axis = normalize_axes([dim], input.dim())[0]
     size = input.shape[axis]
     if not -size <= start <= size:
@@ -556,7 +558,14 @@ def slice_axis(input: Tensor, dim: int, start: int, end: int, step: int = 1) -> 
     )
 
 
+def _check_dims_sequence(function: str, dims) -> None:
+    """PyTorch's ``flip``/``tile`` functions take a sequence of dims, not one int (their methods do)."""
+    if isinstance(dims, int):
+        raise TypeError(f"{function}(): argument 'dims' (position 2) must be tuple of ints, not {type(dims).__name__}")
+
+
 def tile(input: Tensor, dims) -> Tensor:
+    _check_dims_sequence("tile", dims)
     dims = list(dims)
     if len(dims) < input.dim():
         dims = [1] * (input.dim() - len(dims)) + dims
@@ -574,7 +583,8 @@ def repeat(input: Tensor, *sizes) -> Tensor:
 
 
 def flip(input: Tensor, dims) -> Tensor:
-    dims = [dims] if isinstance(dims, int) else list(dims)
+    _check_dims_sequence("flip", dims)
+    dims = list(dims)
     if input.dim() == 0:
         normalize_axes(dims, 1)  # PyTorch wraps a scalar's dims as one axis's (0 and -1)
         return apply_op("Identity", (input,), None, "FlipBackward0")  # a new tensor, as PyTorch's

@@ -126,6 +126,8 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
         >>> onnxnn.topk(onnxnn.tensor([1., 5., 3., 4.]), 2)
         topk(values=tensor([5., 4.]), indices=tensor([1, 3]))
     """
+    if input.dtype is dtypes.bool:  # (sort does take bools: as 0s and 1s)
+        raise RuntimeError("topk does not support bool dtypes on CPU")
     axis = _axis(input, dim)
     size = input.shape[axis] if input.dim() else 1
     if not 0 <= k <= size:
@@ -269,6 +271,8 @@ def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:
     if input.dim() == 0:
         return _scalar_scan(input, dim)
     axis = _axis(input, dim)
+    if input.dtype is dtypes.bool:  # (dtype=bool) neither ONNX's CumSum nor PyTorch's kernel sums bools
+        return _empty_bool_scan(input, "cumsum")
     if input.dtype is dtypes.float32:
         # PyTorch's CPU cumsum accumulates float32 in double (its error stays half an ulp; float32's
         # running sum erred by 28 ulps at 10^4 elements, 100 to 1000 from 10^5 on, on both executors).
@@ -310,9 +314,16 @@ def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:
         return _scalar_scan(input, dim)
     axis = _axis(input, dim)
     if input.dtype is dtypes.bool:
-        raise NotImplementedError("\"cumprod_out_cpu\" not implemented for 'Bool'")  # PyTorch's words
+        return _empty_bool_scan(input, "cumprod")
     (product,) = inclusive_scan((_accumulated(input),), axis, (1,), _multiplied)
     return _rounded_back(product, input.dtype)
+
+
+def _empty_bool_scan(input: Tensor, name: str) -> Tensor:
+    """A bool scan (``dtype=bool``): PyTorch's kernels have none, but an empty one is returned empty."""
+    if input.numel() != 0:
+        raise NotImplementedError(f"\"{name}_out_cpu\" not implemented for 'Bool'")  # PyTorch's words
+    return input.clone()
 
 
 def _multiplied(earlier: tuple[Tensor, ...], later: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
