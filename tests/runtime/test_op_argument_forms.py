@@ -258,3 +258,46 @@ def test_bool_operands_pytorch_refuses(call, message):
 
 def test_isin_of_numbers_still_works():
     assert onnxnn.isin(onnxnn.tensor([1, 2, 3]), 2).tolist() == [False, True, False]
+
+
+# Bool maxima, minima and powers: ONNX's Max, Min and Pow take no bool.
+BOOL_RESULTS = [
+    ("maximum with a number", lambda t: onnxnn.maximum(t, True), [True, True]),
+    ("minimum with a number", lambda t: onnxnn.minimum(t, False), [False, False]),
+    ("to the power False", lambda t: t**False, [True, True]),
+    ("to the power True", lambda t: t.pow(True), [True, False]),
+]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("call,expected", [case[1:] for case in BOOL_RESULTS], ids=[case[0] for case in BOOL_RESULTS])
+def test_bool_maxima_minima_and_powers(executor, call, expected):
+    with onnxnn.set_executor(executor):
+        result = call(onnxnn.tensor([True, False]))
+        assert result.dtype is onnxnn.bool and result.tolist() == expected
+
+
+TENSOR_ONLY_ERRORS = [
+    (
+        lambda: onnxnn.fmax(onnxnn.tensor([1.0]), 2.0),
+        TypeError,
+        r"fmax\(\): argument 'other' \(position 2\) must be Tensor, not float",
+    ),
+    (
+        lambda: onnxnn.fmin(0, onnxnn.tensor([1.0])),
+        TypeError,
+        r"fmin\(\): argument 'input' \(position 1\) must be Tensor, not int",
+    ),
+    (
+        lambda: onnxnn.tensor([True]) ** onnxnn.tensor([False]),
+        NotImplementedError,
+        "\"pow\" not implemented for 'Bool'",
+    ),
+    (lambda: onnxnn.tensor(3).tensor_split(1), RuntimeError, "tensor_split expected at least a 1-dimensional tensor"),
+]
+
+
+@pytest.mark.parametrize("call,error,message", TENSOR_ONLY_ERRORS)
+def test_refusals_of_pytorchs_kind(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

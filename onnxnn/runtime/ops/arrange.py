@@ -197,6 +197,8 @@ def tensor_split(
         )
     if named:
         indices_or_sections = named[0]
+    if input.dim() == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     axis = _axis(input, dim)
     size = input.shape[axis]
     if isinstance(indices_or_sections, Tensor):

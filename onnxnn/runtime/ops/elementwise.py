@@ -387,6 +387,11 @@ subtract = sub
 
 def pow(input, exponent) -> Tensor:
     """``input ** exponent``; an integer tensor to a float power is a float tensor."""
+    if _is_bool(input) and _is_bool(exponent):
+        if isinstance(exponent, Tensor):
+            raise NotImplementedError("\"pow\" not implemented for 'Bool'")  # PyTorch's, for two bool tensors
+        # A bool tensor to a bool number (no bool Pow): itself, or True everywhere (x ** 0).
+        return input.clone() if exponent else apply_op("Or", (input, apply_op("Not", (input,))), None, "PowBackward0")
     if isinstance(input, Tensor) and not isinstance(exponent, Tensor):
         if exponent == 1 and dtypes.result_type([(input._value.dtype, 1)], [exponent]) is input._value.dtype:
             return input.clone()  # a new tensor: an in-place change of the result must not reach input
@@ -590,14 +595,14 @@ def _clamp_to_tensors(input: Tensor, low, high) -> Tensor:
 
 
 def maximum(input, other) -> Tensor:
-    if isinstance(input, Tensor) and isinstance(other, Tensor) and _is_bool(input) and _is_bool(other):
-        return apply_op("Or", (input, other), None, "MaximumBackward0")  # ONNX's Max has no bool
+    if _is_bool(input) and _is_bool(other):  # ONNX's Max has no bool: a logical or
+        return apply_op("Or", tuple(promote_operands([input, other])[0]), None, "MaximumBackward0")
     return _binary("Max", input, other, "MaximumBackward0")
 
 
 def minimum(input, other) -> Tensor:
-    if isinstance(input, Tensor) and isinstance(other, Tensor) and _is_bool(input) and _is_bool(other):
-        return apply_op("And", (input, other), None, "MinimumBackward0")
+    if _is_bool(input) and _is_bool(other):
+        return apply_op("And", tuple(promote_operands([input, other])[0]), None, "MinimumBackward0")
     return _binary("Min", input, other, "MinimumBackward0")
 
 

@@ -518,13 +518,24 @@ def copysign(input, other) -> Tensor:
 # where ``input`` is NaN, ``input`` where ``other`` is, NaN only where both are.
 
 
+def _tensors_only(name: str, input, other) -> None:
+    """PyTorch's refusal of a number where its function takes tensors only."""
+    for position, (argument, value) in enumerate((("input", input), ("other", other)), start=1):
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"{name}(): argument '{argument}' (position {position}) must be Tensor, not {type(value).__name__}"
+            )
+
+
 def fmax(input: Tensor, other: Tensor) -> Tensor:
     """Elementwise maximum that ignores a NaN operand (NaN only where both are NaN)."""
+    _tensors_only("fmax", input, other)
     return _e.where(_c.logical_or(_c.ge(input, other), _c.isnan(other)), input, other)
 
 
 def fmin(input: Tensor, other: Tensor) -> Tensor:
     """Elementwise minimum that ignores a NaN operand (NaN only where both are NaN)."""
+    _tensors_only("fmin", input, other)
     return _e.where(_c.logical_or(_c.le(input, other), _c.isnan(other)), input, other)
 
 
