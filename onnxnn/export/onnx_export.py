@@ -32,7 +32,8 @@ from ..ir.model_building import build_model
 from ..runtime.depth import unbounded_depth
 from ..runtime.creation import as_tensor
 from ..runtime.grad_mode import no_grad
-from ..runtime.internal import realize_values, restore_state, save_state, value_of
+from ..ir.graph import constant
+from ..runtime.internal import realize_values, rebind, restore_state, save_state, value_of
 from ..runtime.sessions import newest_onnxruntime_opset
 from ..runtime.tensor import Tensor
 from .atomic_write import _naming, staging_folder, write_atomically
@@ -174,15 +175,26 @@ def _as_arguments(args) -> tuple:
 def _trace(model, args: tuple, input_names: list[str], state: dict) -> _Trace:
     arg_values = [value_of(arg) for arg in args]
     realize_values(args)
+    # Each state tensor's value as the forward starts: one the forward updates in place (a clamp_,
+    # a running average) was read under this value, which keeps its name in the graph.
+    state_ids: dict = {}
+    for key, tensor in state.items():
+        state_ids.setdefault(id(value_of(tensor)), key)
     reads = _DataReads()
     with no_grad(), unbounded_depth(), traced(reads):
         outputs = model(*args)
     flat, structure = _flatten_outputs(outputs)
     plan = plan_of([value_of(tensor) for tensor in flat], include_shared=False)
     arg_ids = {id(value): name for value, name in zip(arg_values, input_names)}
-    state_ids: dict = {}
-    for key, tensor in state.items():
-        state_ids.setdefault(id(value_of(tensor)), key)
+    # An output that is an input or a state tensor itself (nn.Identity, an eval Dropout, a same-shape
+    # view) is computed by no node: it joins the plan's inputs, so that the graph passes the input
+    # (or initializer) on by an Identity instead of holding the example's value as a constant.
+    fed = set(map(id, plan.inputs))
+    for tensor in flat:
+        value = value_of(tensor)
+        if value.data is not None and id(value) not in fed and (id(value) in arg_ids or id(value) in state_ids):
+            plan.inputs.append(value)
+            fed.add(id(value))
     roles, constants = [], 0
     # A re-exported model may hold state named like onnxnn's anonymous constants.
     taken = set(input_names) | set(state)
@@ -239,6 +251,18 @@ def _saved_tensors(model) -> list:
     with the state to put back."""
     unique = {id(tensor): tensor for tensor in (*model.parameters(), *model.buffers())}
     return [(tensor, save_state(tensor)) for tensor in unique.values()]
+
+
+def _untie_copies(state: dict) -> None:
+    """Gives each state tensor that shares its value with another tensor (``copy.deepcopy`` of a
+    layer, ``p.copy_(q)``: one immutable value, two parameters) a value of its own, so the trace
+    reads each by its own name. A tensor registered twice (tied weights) stays one. The trace's
+    ``_restore`` puts the shared values back."""
+    owners: dict = {}
+    for tensor in state.values():
+        value = value_of(tensor)
+        if owners.setdefault(id(value), tensor) is not tensor:
+            rebind(tensor, constant(value.data, value.dtype, value.device))
 
 
 def _restore(saved: list) -> None:
@@ -355,8 +379,13 @@ def to_onnx(
     realize_values(state.values())
     saved = _saved_tensors(model) if is_module else []
 
+    # A training graph keeps copies apart (PyTorch deduplicates initializers in eval exports only).
+    untie = is_module and model.training
+
     def trace_once(arguments: tuple) -> _Trace:
         try:
+            if untie:
+                _untie_copies(state)
             return _trace(model, arguments, input_names, state)
         finally:  # every trace starts from the model's own state, and the export leaves it so
             _restore(saved)

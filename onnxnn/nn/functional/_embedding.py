@@ -17,7 +17,7 @@ from ...ir import dtypes
 from ...ir.graph import shared_attributes
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import is_grad_enabled, no_grad
-from ...runtime.internal import constant_tensor, full_tensor
+from ...runtime.internal import constant_tensor, exporting, full_tensor
 from ...runtime.tensor import Tensor, apply_op
 
 __all__ = ["embedding", "embedding_bag"]
@@ -88,10 +88,25 @@ def _renorm_rows(weight: Tensor, values: np.ndarray, max_norm: float, norm_type:
     with no_grad():
         index = constant_tensor(unique)
         rows = weight.index_select(0, index)
-        norms = _ops.norm(rows, norm_type, 1, keepdim=True).to(dtypes.float64)
-        scale = _ops.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-        opmath = dtypes.float64 if weight.dtype == dtypes.float64 else dtypes.float32
-        weight[index] = (rows.to(opmath) * scale.to(weight.dtype).to(opmath)).to(weight.dtype)
+        factors, opmath = _renorm_factors(rows, max_norm, norm_type, weight.dtype)
+        weight[index] = (rows.to(opmath) * factors.to(opmath)).to(weight.dtype)
+
+
+def _renorm_factors(rows: Tensor, max_norm: float, norm_type: float, dtype) -> tuple[Tensor, dtypes.dtype]:
+    """Each row's factor (in the weight's dtype) and the opmath dtype that scales by it, as ATen's loop."""
+    norms = _ops.norm(rows, norm_type, -1, keepdim=True).to(dtypes.float64)
+    scale = _ops.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+    return scale.to(dtype), dtypes.float64 if dtype == dtypes.float64 else dtypes.float32
+
+
+def _renormed_lookup(input: Tensor, weight: Tensor, max_norm: float, norm_type: float) -> Tensor:
+    """The looked-up rows as ``embedding_renorm_`` leaves them, computed from the rows themselves: what
+    an exported graph does, since which rows are renormalized depends on the indices fed to it (the
+    weight's in-place update is the eager call's; an export restores the weight anyway)."""
+    with no_grad():
+        rows = apply_op("Gather", (weight, input), _ROWS, "EmbeddingBackward0")
+        factors, opmath = _renorm_factors(rows, max_norm, norm_type, weight.dtype)
+        return (rows.to(opmath) * factors.to(opmath)).to(weight.dtype)
 
 
 def _gradient_scaled(rows: Tensor, factor: Tensor) -> Tensor:
@@ -167,6 +182,8 @@ def embedding(
     values = _index_values(input, "embedding")
     _check_index_range(values, rows)
     if max_norm is not None:
+        if exporting():  # the rows to renormalize depend on the indices: computed in the graph
+            return _renormed_lookup(input, weight, max_norm, norm_type)
         _renorm_rows(weight, values, max_norm, norm_type)
     return _lookup(values, input, weight, padding_idx, scale_grad_by_freq)
 
