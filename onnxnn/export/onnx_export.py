@@ -253,6 +253,21 @@ def _saved_tensors(model) -> list:
     return [(tensor, save_state(tensor)) for tensor in unique.values()]
 
 
+def _check_dynamic_axes(dynamic_axes: dict, input_names: list[str], args: tuple) -> None:
+    """Refuses a dynamic axis outside its input's rank (it would wrap to another axis)."""
+    for name, arg in zip(input_names, args):
+        axes = dynamic_axes.get(name)
+        if axes is None:
+            continue
+        rank = len(arg.shape)
+        for axis in axes if not isinstance(axes, dict) else axes.keys():
+            if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool) or not -rank <= axis < rank:
+                raise ValueError(
+                    f"to_onnx: dynamic_axes gives axis {axis!r} of input '{name}', which has {rank} "
+                    f"dimension(s) (shape {list(arg.shape)})"
+                )
+
+
 def _untie_copies(state: dict) -> None:
     """Gives each state tensor that shares its value with another tensor (``copy.deepcopy`` of a
     layer, ``p.copy_(q)``: one immutable value, two parameters) a value of its own, so the trace
@@ -361,8 +376,12 @@ def to_onnx(
     input_names = list(input_names) if input_names is not None else [f"input_{i}" for i in range(len(args))]
     if len(input_names) != len(args):
         raise ValueError(f"to_onnx: {len(input_names)} input_names given for {len(args)} inputs")
+    if dynamic_axes:
+        _check_dynamic_axes(dynamic_axes, input_names, args)
     is_module = hasattr(model, "state_dict") and hasattr(model, "train")
     previous_mode = getattr(model, "training", False)
+    # ``train(True)`` sets every submodule's flag: each is put back (a frozen BatchNorm stays in eval).
+    modes = [(module, module.training) for module in model.modules()] if is_module else []
     if is_module:
         if training:
             model.train(True)
@@ -410,7 +429,8 @@ def to_onnx(
         _warn_of_data_reads(proto, trace, input_names)  # after the dynamic sizes' Shape nodes: they read inputs
     finally:
         if is_module and training:
-            model.train(previous_mode)
+            for module, mode in modes:
+                module.training = mode
     recorded = declared_opset(proto)
     inferable = proto.ByteSize() < _TWO_GIGABYTES  # shape inference reads a serialized model
     chosen = opset is not None
@@ -420,7 +440,9 @@ def to_onnx(
         opset = opset_for_types(proto, recorded, max_opset_version(), chosen=False) if inferable else recorded
     if opset != recorded:
         proto = convert_opset(proto, opset)
-        proto.ir_version = IR_VERSION
+        # The IR version the declared opsets need (onnx's table: opset 23 needs IR 11, 24 needs 12),
+        # never below onnxnn's own.
+        proto.ir_version = max(IR_VERSION, helper.find_min_ir_version_for(list(proto.opset_import), True))
     if chosen and inferable:
         opset_for_types(proto, opset, max_opset_version(), chosen=True)  # refuses an opset too old for the types
     guard_against_onnxruntime_optimizers(proto)

@@ -155,3 +155,22 @@ def test_embedding_max_norm_renormalizes_the_rows_fed_indices_look_up(norm_type)
     # A norm of 4 float32 terms, then one product: a few float32 roundings.
     np.testing.assert_allclose(result[0], expected, rtol=4 * 2**-23, atol=0)
     np.testing.assert_array_equal(embedding.weight.detach().numpy(), weight)  # the export changed nothing
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_max_norm_renormalizes_the_rows_fed_indices_look_up(mode):
+    weight = np.random.default_rng(1).standard_normal((10, 4)).astype(np.float32) * 2
+    bags = nn.EmbeddingBag(10, 4, max_norm=1.0, mode=mode)
+    with onnxnn.no_grad():
+        bags.weight.copy_(onnxnn.tensor(weight))
+    proto = to_onnx(bags.eval(), onnxnn.tensor([[1, 2, 3], [4, 4, 1]]))
+    indices = np.array([[5, 6, 7], [0, 8, 9]])
+    (result,) = _run(proto, {"input_0": indices})
+    rows = weight[indices].astype(np.float64)
+    norms = np.linalg.norm(rows, axis=-1, keepdims=True)
+    renormed = (weight[indices] * np.where(norms > 1.0, 1.0 / (norms + 1e-7), 1.0).astype(np.float32)).astype(
+        np.float32
+    )
+    expected = {"sum": renormed.sum(1), "mean": renormed.mean(1), "max": renormed.max(1)}[mode]
+    np.testing.assert_allclose(result, expected, rtol=8 * 2**-23, atol=1e-6)  # 3-term sums of float32 rows
+    np.testing.assert_array_equal(bags.weight.detach().numpy(), weight)

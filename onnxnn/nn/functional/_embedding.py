@@ -99,14 +99,13 @@ def _renorm_factors(rows: Tensor, max_norm: float, norm_type: float, dtype) -> t
     return scale.to(dtype), dtypes.float64 if dtype == dtypes.float64 else dtypes.float32
 
 
-def _renormed_lookup(input: Tensor, weight: Tensor, max_norm: float, norm_type: float) -> Tensor:
-    """The looked-up rows as ``embedding_renorm_`` leaves them, computed from the rows themselves: what
+def _renormed(rows: Tensor, max_norm: float, norm_type: float) -> Tensor:
+    """Looked-up ``rows`` as ``embedding_renorm_`` leaves them, computed from the rows themselves: what
     an exported graph does, since which rows are renormalized depends on the indices fed to it (the
     weight's in-place update is the eager call's; an export restores the weight anyway)."""
     with no_grad():
-        rows = apply_op("Gather", (weight, input), _ROWS, "EmbeddingBackward0")
-        factors, opmath = _renorm_factors(rows, max_norm, norm_type, weight.dtype)
-        return (rows.to(opmath) * factors.to(opmath)).to(weight.dtype)
+        factors, opmath = _renorm_factors(rows, max_norm, norm_type, rows.dtype)
+        return (rows.to(opmath) * factors.to(opmath)).to(rows.dtype)
 
 
 def _gradient_scaled(rows: Tensor, factor: Tensor) -> Tensor:
@@ -183,7 +182,7 @@ def embedding(
     _check_index_range(values, rows)
     if max_norm is not None:
         if exporting():  # the rows to renormalize depend on the indices: computed in the graph
-            return _renormed_lookup(input, weight, max_norm, norm_type)
+            return _renormed(apply_op("Gather", (weight, input), _ROWS, "EmbeddingBackward0"), max_norm, norm_type)
         _renorm_rows(weight, values, max_norm, norm_type)
     return _lookup(values, input, weight, padding_idx, scale_grad_by_freq)
 
@@ -297,7 +296,8 @@ def embedding_bag(
     values = _index_values(input, "embedding_bag")
     bags = _check_bags(values, offsets, include_last_offset)
     _check_bag_index_range(values, rows)
-    if max_norm is not None:
+    renorm_in_graph = max_norm is not None and exporting()  # as embedding's
+    if max_norm is not None and not renorm_in_graph:
         _renorm_rows(weight, values, max_norm, norm_type)
     if values.size == 0 or bags == 0:
         if weight.requires_grad and rows:
@@ -310,6 +310,8 @@ def embedding_bag(
         return full_tensor((bags, width), 0, weight.dtype, weight.device)
     flat = input.reshape(-1)
     gathered = _lookup(values, flat, weight, None, scale_grad_by_freq)
+    if renorm_in_graph:
+        gathered = _renormed(gathered, max_norm, norm_type)
     bag = _bag_ids(input, offsets, bags, include_last_offset)
     member = None if padding_idx is None else (flat != padding_idx)
     if mode == "max":
