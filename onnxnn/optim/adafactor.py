@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
+from ..ir import dtypes
 from ..ir.type_info import finfo
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
+from ..runtime.ops.opmath import REDUCED_FLOATS
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
-from .step_recording import _as_step_tensor, _hyperparameter, _increment_step, _new_step_tensor
+from .step_recording import OpmathStep, _as_step_tensor, _hyperparameter, _increment_step, _new_step_tensor
 
 __all__ = ["Adafactor", "adafactor"]
 
@@ -163,6 +165,10 @@ def adafactor(
             grad = -grad if maximize else grad
             epsilon1 = finfo(param.dtype).eps if eps1 is None else eps1
             count = _increment_step(step)
+            if param.dtype in REDUCED_FLOATS:
+                hyperparameters = (count, lr, beta2_decay, weight_decay, epsilon1, eps2, d)
+                _opmath_step(param, grad, (row_var, col_var, variance), hyperparameters)
+                continue
             moved = _hyperparameter("step**beta2_decay", count**beta2_decay, param)
             relative_step = min(lr, 1 / count**0.5)
             # alpha_t reads the parameter before its decay.
@@ -187,3 +193,49 @@ def adafactor(
             update = estimate.clamp(min=epsilon1 * epsilon1).rsqrt() * grad
             update_rms = update.norm() / (math.sqrt(update.numel()) * d)
             record_update(param, decayed - update * (alpha / update_rms.clamp(min=1.0)))
+
+
+def _opmath_step(param: Tensor, grad: Tensor, states: tuple, hyperparameters: tuple) -> None:
+    """One float16/bfloat16 parameter's step, op for op as ``torch.optim.Adafactor``'s single-tensor
+    step: each op computed in float32 and rounded once to the parameter's dtype, its Python scalars
+    read at float32. The two norms PyTorch reads on the host (``.item()``) are rounded to the dtype,
+    and the step size computed from them in float64, as Python does."""
+    count, lr, beta2_decay, weight_decay, epsilon1, eps2, d = hyperparameters
+    row_var, col_var, variance = states
+    step = OpmathStep(param)
+    gradient = step.load(grad)
+    moved = count**beta2_decay
+    weights = step.load(param)
+    parameter_rms = step.rounded(weights.norm()).to(dtypes.float64) / step.host_number(
+        "numel**0.5", param.numel() ** 0.5
+    )
+    alpha = parameter_rms.clamp(min=eps2) * step.host_number("rho", min(lr, 1 / count**0.5))
+    if weight_decay != 0:
+        weights = step.multiply(weights, "1-lr*weight_decay", 1 - lr * weight_decay)
+    if row_var is not None and col_var is not None:
+        # PyTorch's ``norm(grad, dim).square_().div_(size)``: three ops, three roundings.
+        row_mean = step.divide(
+            step.rounded(step.rounded(gradient.norm(dim=-1, keepdim=True)).square()), "size", grad.shape[-1]
+        )
+        col_mean = step.divide(
+            step.rounded(step.rounded(gradient.norm(dim=-2, keepdim=True)).square()), "size", grad.shape[-2]
+        )
+        new_row_var = step.lerp_either(step.load(row_var), row_mean, "step**beta2_decay", moved)
+        new_col_var = step.lerp_either(step.load(col_var), col_mean, "step**beta2_decay", moved)
+        row_scale = step.rounded(new_row_var.mean(dim=-2, keepdim=True)).clamp(min=epsilon1)
+        estimate = step.rounded(step.rounded(new_row_var * new_col_var) / step.rounded(row_scale))
+        step.store(row_var, new_row_var)
+        step.store(col_var, new_col_var)
+    else:
+        estimate = step.lerp_either(step.load(variance), step.rounded(gradient * gradient), "step**beta2_decay", moved)
+        step.store(variance, estimate)
+    # eps1 squared: the square root below keeps its magnitude.
+    update = step.rounded(step.rounded(estimate.clamp(min=epsilon1 * epsilon1)).rsqrt())
+    update = step.rounded(update * gradient)
+    update_rms = step.rounded(update.norm()).to(dtypes.float64) / step.host_number(
+        "numel**0.5*d", update.numel() ** 0.5 * d
+    )
+    scale = -alpha / update_rms.clamp(min=1.0)
+    # ``param.add_(update, alpha=-alpha / denom)``: alpha rounded to the dtype, its product with the
+    # update exact in float32.
+    step.store(param, step.rounded(weights + step.alpha_of(scale) * update))

@@ -18,7 +18,7 @@ import numpy as np
 from ..runtime.creation import from_numpy
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_floating_point
 
 __all__ = ["LBFGS"]
 
@@ -238,8 +238,6 @@ class LBFGS(Optimizer):
         lr, max_iter, max_eval = _as_scalar(group["lr"]), group["max_iter"], group["max_eval"]
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         line_search_fn, history_size = group["line_search_fn"], group["history_size"]
-        if line_search_fn not in (None, "strong_wolfe"):
-            raise RuntimeError("only 'strong_wolfe' is supported")
         state = self.state[self._params[0]]
         state.setdefault("func_evals", 0)
         state.setdefault("n_iter", 0)
@@ -251,6 +249,7 @@ class LBFGS(Optimizer):
         original_loss = None
         with enable_grad():
             original_loss = closure()
+        _check_floating_point(self.param_groups)  # the closure assigned the gradients
         loss = float(original_loss)
         evaluations = 1
         state["func_evals"] += 1
@@ -303,7 +302,9 @@ class LBFGS(Optimizer):
                 if gtd > -tolerance_change:  # not a descent direction
                     break
                 extra_evaluations = 0
-                if line_search_fn == "strong_wolfe":
+                if line_search_fn is not None:
+                    if line_search_fn != "strong_wolfe":  # only once reached, as PyTorch's
+                        raise RuntimeError("only 'strong_wolfe' is supported")
                     start = self._flat_params()
 
                     def along(step_length: float):

@@ -8,9 +8,10 @@ from typing import Iterable
 from ..ir import dtypes
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
+from ..runtime.ops.opmath import REDUCED_FLOATS
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
-from .step_recording import _hyperparameter, _zeros_like
+from .step_recording import OpmathStep, _hyperparameter, _zeros_like
 
 __all__ = ["Muon", "muon"]
 
@@ -191,6 +192,20 @@ def muon(
         for param, grad, buffer in zip(params, grads, momentum_buffers):
             if grad.ndim != 2:
                 raise ValueError("Param gradient must be a 2D matrix")
+            if param.dtype in REDUCED_FLOATS:
+                adjusted_lr = _adjusted_lr(lr, adjust_lr_fn, param.shape)
+                _opmath_step(
+                    param,
+                    grad,
+                    buffer,
+                    lr,
+                    adjusted_lr,
+                    weight_decay,
+                    momentum,
+                    nesterov,
+                    (ns_coefficients, ns_steps, eps),
+                )
+                continue
             new_buffer = buffer + (grad - buffer) * _hyperparameter("1-momentum", 1 - momentum, buffer)
             update = (
                 grad + (new_buffer - grad) * _hyperparameter("momentum", momentum, grad) if nesterov else new_buffer
@@ -202,3 +217,35 @@ def muon(
             )
             record_update(buffer, new_buffer)
             record_update(param, decayed - step)
+
+
+def _opmath_step(
+    param: Tensor,
+    grad: Tensor,
+    buffer: Tensor,
+    lr: float,
+    adjusted_lr: float,
+    weight_decay: float,
+    momentum: float,
+    nesterov: bool,
+    newton_schulz: tuple,
+) -> None:
+    """One float16/bfloat16 matrix's step, op for op as ``torch.optim.Muon``'s: each op computed in
+    float32 and rounded once to the parameter's dtype, its Python scalars read at float32 (bfloat16's
+    ``1 - 0.02 * 0.1`` would be 0.99609375, twice the decay)."""
+    step = OpmathStep(param)
+    gradient = step.load(grad)
+    new_buffer = step.lerp_either(step.load(buffer), gradient, "1-momentum", 1 - momentum)
+    update = step.lerp_either(gradient, new_buffer, "momentum", momentum) if nesterov else new_buffer
+    # The iteration runs in bfloat16 whatever the parameter's dtype (bfloat16 holds every float16
+    # value's exponent, so the float16 -> bfloat16 cast rounds once, as PyTorch's ``.bfloat16()``).
+    orthogonal = zeropower_via_newtonschulz(update.to(step.dtype), *newton_schulz)
+    weights = step.load(param)
+    if weight_decay != 0:  # PyTorch multiplies by 1 always; a product with 1 is exact
+        weights = step.multiply(weights, "1-lr*weight_decay", 1 - lr * weight_decay)
+    if param.dtype is orthogonal.dtype:
+        weights = step.add(weights, step.load(orthogonal), "-adjusted lr", -adjusted_lr)
+    else:  # float16 plus bfloat16: PyTorch adds in float32, the common dtype, with alpha at float32
+        weights = step.add_wide(weights, orthogonal.to(dtypes.float32), "-adjusted lr", -adjusted_lr)
+    step.store(buffer, new_buffer)
+    step.store(param, weights)

@@ -18,6 +18,7 @@ from collections import OrderedDict, defaultdict
 from itertools import chain
 from typing import Any, Callable, Iterable
 
+from ..ir import dtypes
 from ..runtime.autograd import RemovableHandle, _HookDict, add_hook
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.type_queries import typename as _typename
@@ -346,6 +347,7 @@ class Optimizer:
             closure: re-evaluates the model and returns the loss (run with gradients enabled).
         """
         loss = self._run_closure(closure)
+        _check_floating_point(self.param_groups)
         updated: list[Tensor] = []
         with no_grad():
             for group in self.param_groups:
@@ -456,6 +458,23 @@ class Optimizer:
         self.__setstate__({"state": state, "param_groups": param_groups})
         for post_hook in self._optimizer_load_state_dict_post_hooks.values():
             post_hook(self)
+
+
+def _check_floating_point(param_groups: list[dict]) -> None:
+    """Refuses a step of an integer or bool parameter with a gradient (only a ``.grad`` assigned by
+    hand gets one), before any group's state changes: its update would be truncated, overflow or be
+    lost. PyTorch's steps raise in their first op that casts a float result into it.
+
+    One attribute read per parameter: an integer parameter is rare, its gradient read only then.
+    """
+    for group in param_groups:
+        for param in group["params"]:
+            if not param.dtype.differentiable and param.grad is not None:
+                name = dtypes.scalar_type_name(param.dtype)
+                raise RuntimeError(
+                    f"result type Float can't be cast to the desired output type {name}: optimizers "
+                    "update floating-point parameters only"
+                )
 
 
 def _cast_state(param: Tensor, value, key: str | None = None):

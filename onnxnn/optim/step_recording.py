@@ -139,6 +139,30 @@ class OpmathStep:
         """``start.addcdiv(first, second, value=value)``: ``start + value * first / second``, left to right."""
         return self.rounded(start + self.number(name, value) * first / second)
 
+    def lerp_either(self, start: Tensor, end: Tensor, name: str, weight) -> Tensor:
+        """``start.lerp(end, weight)`` for any ``weight``: PyTorch's vectorized kernel computes
+        ``fma(weight, end - start, start)`` for ``|weight| < 0.5`` and ``fma(weight - 1, end - start, end)``
+        otherwise (Muon's Nesterov ``grad.lerp(buf, 0.95)``, Adafactor's early ``step**beta2_decay``)."""
+        if abs(float(np.float32(float(weight)))) < 0.5:
+            return self.lerp(start, end, name, weight)
+        weight_minus_one = float(np.float32(float(weight)) - np.float32(1.0))  # in float32, as the kernel
+        return self.rounded(_fused_multiply_add(self.number(name + "-1", weight_minus_one), end - start, end))
+
+    def add_wide(self, tensor: Tensor, other: Tensor, name: str, alpha) -> Tensor:
+        """``tensor.add(other, alpha=alpha)`` whose operands' dtypes differ (a float16 parameter plus a
+        bfloat16 update): computed in float32 with ``alpha`` at float32, ``fma(alpha, other, tensor)``."""
+        return self.rounded(_fused_multiply_add(self.number(name, alpha), other, tensor))
+
+    def host_number(self, name: str, value) -> Tensor:
+        """A Python scalar as a float64 0-d tensor: for arithmetic PyTorch does on the host in Python
+        floats with values it reads from the step's tensors (``.item()``)."""
+        return tensor_of(_hyperparameter_scalar(name, float(value), dtypes.float64, self.device))
+
+    def alpha_of(self, host_value: Tensor) -> Tensor:
+        """A float64 0-d tensor (a host value computed in the graph) as the ``alpha`` of ``add``:
+        rounded to the parameter's dtype through float32, as ``Scalar.to<T>()``; held in float32."""
+        return self.rounded(host_value.to(dtypes.float32))
+
 
 def _fused_multiply_add(first: Tensor, second: Tensor, addend: Tensor) -> Tensor:
     """``first * second + addend`` of float32 tensors, rounded once to float32, as a fused multiply-add.

@@ -73,8 +73,16 @@ def test_errors():
         onnxnn.optim.LBFGS([{"params": [parameter]}, {"params": [onnxnn.nn.Parameter(onnxnn.zeros(1))]}])
     with pytest.raises(ValueError, match="Invalid learning rate"):
         onnxnn.optim.LBFGS([parameter], lr=-1)
+    armijo = onnxnn.optim.LBFGS([parameter], line_search_fn="armijo")
+
+    def descending():  # a nonzero gradient: the step reaches its line search
+        armijo.zero_grad()
+        loss = (parameter - 1).square().sum()
+        loss.backward()
+        return loss
+
     with pytest.raises(RuntimeError, match="only 'strong_wolfe' is supported"):
-        onnxnn.optim.LBFGS([parameter], line_search_fn="armijo").step(lambda: parameter.sum())
+        armijo.step(descending)
     with pytest.raises(TypeError, match="'NoneType' object is not callable"):  # as PyTorch's: closure() fails
         onnxnn.optim.LBFGS([parameter]).step(None)
 
@@ -115,3 +123,30 @@ def test_the_saved_step_length_has_pytorchs_type(start, lr, options, expected):
     kind, value = expected
     assert isinstance(t, onnxnn.Tensor) if kind == "tensor" else isinstance(t, (int, float))
     np.testing.assert_allclose(float(t), value, rtol=1e-6)
+
+
+# LBFGS's line search: an unknown one is refused where the step would run it, as PyTorch's.
+def _lbfgs_closure(optimizer, param, loss_of):
+    def closure():
+        optimizer.zero_grad()
+        loss = loss_of(param)
+        loss.backward()
+        return loss
+
+    return closure
+
+
+def test_lbfgs_with_an_unknown_line_search_returns_where_no_line_search_is_reached():
+    param = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    optimizer = onnxnn.optim.LBFGS([param], line_search_fn="foo")
+    loss = optimizer.step(_lbfgs_closure(optimizer, param, lambda p: (p * 0).sum()))  # zero gradient: done
+    assert loss.item() == 0.0
+    assert param.tolist() == [1.0, 2.0]
+
+
+def test_lbfgs_with_an_unknown_line_search_raises_where_it_would_search():
+    param = onnxnn.tensor([1.0, 2.0], requires_grad=True)
+    optimizer = onnxnn.optim.LBFGS([param], line_search_fn="foo")
+    with pytest.raises(RuntimeError, match="only 'strong_wolfe' is supported"):
+        optimizer.step(_lbfgs_closure(optimizer, param, lambda p: (p * p).sum()))
+    assert param.tolist() == [1.0, 2.0]

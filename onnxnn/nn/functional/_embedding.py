@@ -310,7 +310,7 @@ def embedding_bag(
         return full_tensor((bags, width), 0, weight.dtype, weight.device)
     flat = input.reshape(-1)
     gathered = _lookup(values, flat, weight, None, scale_grad_by_freq)
-    if renorm_in_graph:
+    if renorm_in_graph and max_norm is not None:
         gathered = _renormed(gathered, max_norm, norm_type)
     bag = _bag_ids(input, offsets, bags, include_last_offset)
     member = None if padding_idx is None else (flat != padding_idx)
