@@ -483,6 +483,13 @@ def test_hardmax_passes_no_gradient():
     np.testing.assert_array_equal(x.grad.numpy(), one_hot.numpy())
 
 
+def test_rrelu_training_takes_the_slope_at_zero_and_passes_nan():
+    # PyTorch's rrelu_with_noise: the slope where x <= 0 (its gradient at 0), 1 for a NaN.
+    x = onnxnn.tensor([-1.0, -0.0, 0.0, 2.0, float("nan")], dtype=onnxnn.float64, requires_grad=True)
+    (gradient,) = onnxnn.autograd.grad(F.rrelu(x, 0.25, 0.25, training=True).sum(), x)
+    assert gradient.tolist() == [0.25, 0.25, 0.25, 1.0, 1.0]
+
+
 def test_rrelu_training_gradient_is_the_drawn_slope():
     def with_fixed_slopes(x):
         onnxnn.manual_seed(4)

@@ -275,6 +275,29 @@ def test_ctc_lengths_must_be_integral(argument, dtype):
             "pos_weight",
         ),
         (lambda tensor: F.soft_margin_loss(onnxnn.zeros(2), tensor), "soft_margin_loss", "target"),
+        # Class weights of class-index targets (probability targets' weight is differentiable).
+        (
+            lambda tensor: F.nll_loss(onnxnn.zeros(3, 2), onnxnn.tensor([0, 1, 1]), weight=tensor),
+            "nll_loss_forward",
+            "weight",
+        ),
+        (
+            lambda tensor: F.cross_entropy(onnxnn.zeros(3, 2), onnxnn.tensor([0, 1, 1]), weight=tensor),
+            "nll_loss_forward",
+            "weight",
+        ),
+        (
+            lambda tensor: F.cross_entropy(
+                onnxnn.zeros(3, 2, 1, 1), onnxnn.zeros(3, 1, 1, dtype=onnxnn.int64), weight=tensor
+            ),
+            "nll_loss2d_forward",
+            "weight",
+        ),
+        (
+            lambda tensor: F.binary_cross_entropy(onnxnn.full((2,), 0.5), onnxnn.ones(2), weight=tensor),
+            "binary_cross_entropy",
+            "weight",
+        ),
         (
             lambda tensor: F.multi_margin_loss(onnxnn.zeros(2, 2), onnxnn.tensor([0, 1]), weight=tensor),
             "multi_margin_loss",

@@ -344,7 +344,8 @@ def rrelu(
     numpy_dtype = input.dtype.numpy_dtype
     slopes = _random.uniform(tuple(input.shape), np.float64, lower, upper).astype(numpy_dtype)
     slope_tensor = constant_tensor(np.asarray(slopes, order="C"), input.dtype, input.device)
-    return _ops.where(input >= 0, input, input * slope_tensor)
+    # The slope where input <= 0, as PyTorch's rrelu_with_noise (its gradient at 0; a NaN passes as is).
+    return _ops.where(input <= 0, input * slope_tensor, input)
 
 
 def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:

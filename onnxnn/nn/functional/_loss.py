@@ -316,7 +316,13 @@ def nll_loss(
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_class_targets(input, target, weight, ignore_index)
+    _check_not_differentiable(_nll_kernel(input), weight=weight)
     return _nll_from_log_probs(input, target, weight, ignore_index, reduction, "NllLossBackward0")
+
+
+def _nll_kernel(input: Tensor) -> str:
+    """The name of PyTorch's kernel for class-index targets, which its weight errors give."""
+    return "nll_loss2d_forward" if input.dim() == 4 else "nll_loss_forward"
 
 
 def cross_entropy(
@@ -352,6 +358,7 @@ def cross_entropy(
     if target.shape == input.shape:
         return _cross_entropy_probabilities(input, target, weight, ignore_index, reduction, label_smoothing, class_dim)
     _check_class_targets(input, target, weight, ignore_index)
+    _check_not_differentiable(_nll_kernel(input), weight=weight)
     log_probs = _ops.log_softmax(input, class_dim)
     nll = _nll_from_log_probs(log_probs, target, weight, ignore_index, reduction, "NllLossBackward0")
     if label_smoothing == 0.0:
@@ -426,6 +433,7 @@ def binary_cross_entropy(
     if target.dtype is not input.dtype:
         raise RuntimeError(f"Found dtype {scalar_type_name(target.dtype)} but expected {scalar_type_name(input.dtype)}")
     _check_probabilities(input)
+    _check_not_differentiable("binary_cross_entropy", weight=weight)
     loss = binary_cross_entropy_terms(input, target)
     if weight is not None:
         loss = loss * weight
