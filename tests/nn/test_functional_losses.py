@@ -131,8 +131,11 @@ def test_nll_loss_and_cross_entropy_with_class_indices(input_shape, target_shape
     np.testing.assert_allclose(nll.numpy(), expected, rtol=1e-10)
     np.testing.assert_allclose(ce.numpy(), expected, rtol=1e-10)
     extra = [weight] if weighted else []
+    # The class weight takes no gradient (PyTorch refuses one that requires it).
     check_gradients(
-        lambda a, t, *w: F.cross_entropy(a, t, *w, ignore_index=ignore_index, reduction=reduction), [x, target] + extra
+        lambda a, t, *w: F.cross_entropy(a, t, *w, ignore_index=ignore_index, reduction=reduction),
+        [x, target] + extra,
+        requires_grad=[True, False] + [False] * len(extra),
     )
     check_gradients(
         lambda a, t, *w: F.nll_loss(a, t, *w, ignore_index=ignore_index, reduction=reduction),
@@ -328,8 +331,10 @@ def test_binary_cross_entropy(reduction, weighted):
     extra = [onnxnn.tensor(weight)] if weighted else []
     result = F.binary_cross_entropy(onnxnn.tensor(x), onnxnn.tensor(t), *extra, reduction=reduction)
     np.testing.assert_allclose(result.numpy(), _NUMPY_REDUCE[reduction](expected), rtol=1e-10)
-    check_gradients(
-        lambda a, b, *w: F.binary_cross_entropy(a, b, *w, reduction=reduction), [x, t] + ([weight] if weighted else [])
+    check_gradients(  # the weight takes no gradient (PyTorch refuses one that requires it)
+        lambda a, b, *w: F.binary_cross_entropy(a, b, *w, reduction=reduction),
+        [x, t] + ([weight] if weighted else []),
+        requires_grad=[True, True] + ([False] if weighted else []),
     )
 
 
