@@ -483,6 +483,51 @@ def test_hardmax_passes_no_gradient():
     np.testing.assert_array_equal(x.grad.numpy(), one_hot.numpy())
 
 
+# (name, function, its first derivative on x <= 0 at 0 and -1, its second derivative at -1): at
+# exactly 0 the first derivative is the negative side's and the second is 0, as PyTorch's
+# elu_double_backward (strict x < 0).
+EXPONENTIAL_KINKS = [
+    ("elu", F.elu, 1.0, math.exp(-1), math.exp(-1)),
+    ("elu alpha 0.5", lambda x: F.elu(x, alpha=0.5), 0.5, 0.5 * math.exp(-1), 0.5 * math.exp(-1)),
+    ("celu alpha 2", lambda x: F.celu(x, alpha=2.0), 1.0, math.exp(-0.5), 0.5 * math.exp(-0.5)),
+    (
+        "selu",
+        F.selu,
+        1.0507009873554805 * 1.6732632423543772,
+        1.0507009873554805 * 1.6732632423543772 * math.exp(-1),
+        1.0507009873554805 * 1.6732632423543772 * math.exp(-1),
+    ),
+]
+
+
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize(
+    "function, at_zero, at_minus_one, second_at_minus_one",
+    [case[1:] for case in EXPONENTIAL_KINKS],
+    ids=[case[0] for case in EXPONENTIAL_KINKS],
+)
+def test_exponential_units_have_no_second_derivative_at_zero(
+    function, at_zero, at_minus_one, second_at_minus_one, dtype
+):
+    x = onnxnn.tensor([0.0, -0.0, -1.0, 0.5], dtype=dtype, requires_grad=True)
+    (first,) = onnxnn.autograd.grad(function(x).sum(), x, create_graph=True)
+    (second,) = onnxnn.autograd.grad(first.sum(), x)
+    tolerance = {onnxnn.float32: 1e-6, onnxnn.float64: 1e-14}[dtype]  # a few roundings of exp
+    np.testing.assert_allclose(first.detach().numpy()[:3], [at_zero, at_zero, at_minus_one], rtol=tolerance)
+    np.testing.assert_allclose(second.numpy(), [0.0, 0.0, second_at_minus_one, 0.0], rtol=tolerance, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64], ids=["float32", "float64"])
+def test_prelu_mixed_second_derivatives_vanish_at_zero(dtype):
+    # PyTorch's double backward takes x >= 0 for both mixed terms; the first derivatives are unchanged.
+    x = onnxnn.tensor([0.0, -1.0, 1.0], dtype=dtype, requires_grad=True)
+    slope = onnxnn.tensor([0.25], dtype=dtype, requires_grad=True)
+    grad_x, grad_slope = onnxnn.autograd.grad(F.prelu(x, slope).sum(), [x, slope], create_graph=True)
+    assert grad_x.tolist() == [0.25, 0.25, 1.0] and grad_slope.tolist() == [-1.0]
+    assert onnxnn.autograd.grad(grad_slope.sum(), x, retain_graph=True)[0].tolist() == [0.0, 1.0, 0.0]
+    assert onnxnn.autograd.grad(grad_x.sum(), slope)[0].tolist() == [1.0]
+
+
 def test_rrelu_training_takes_the_slope_at_zero_and_passes_nan():
     # PyTorch's rrelu_with_noise: the slope where x <= 0 (its gradient at 0), 1 for a NaN.
     x = onnxnn.tensor([-1.0, -0.0, 0.0, 2.0, float("nan")], dtype=onnxnn.float64, requires_grad=True)

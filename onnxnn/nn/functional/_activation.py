@@ -138,7 +138,7 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
         # expm1 of the clamped input: the unused branch must not overflow into the gradient. x <= 0 picks
         # the negative side, so a NaN passes the gradient, as PyTorch's elu_backward. expm1, not exp - 1,
         # which is 0 for |x| < 1e-16 (PyTorch's elu(-1e-20) is -1e-20).
-        return _ops.where(input <= 0, _ops.expm1(_ops.clamp(input, max=0.0)) * alpha, input)
+        return _ops.where(input <= 0, _negative_expm1(input) * alpha, input)
     return _ops.elu(input, alpha)
 
 
@@ -230,9 +230,13 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _negative_expm1(input: Tensor, scale: float = 1.0) -> Tensor:
-    """``expm1(x / scale)`` on ``min(x, 0)``: the unused positive branch must not overflow into the gradient."""
+    """``expm1(x / scale)`` for ``x < 0``, computed on ``min(x, 0)`` (the unused positive branch must
+    not overflow into the gradient); at exactly 0 it is ``x / scale``: the same value (a signed zero)
+    and first derivative, and a second derivative of 0, as PyTorch's elu_double_backward (strict x < 0)."""
     clamped = _ops.clamp(input, max=0.0)
-    return _ops.expm1(clamped if scale == 1.0 else clamped * (1.0 / scale))
+    inverse = 1.0 / scale
+    curve = _ops.expm1(clamped if scale == 1.0 else clamped * inverse)
+    return _ops.where(input < 0, curve, input if scale == 1.0 else input * inverse)
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:

@@ -33,8 +33,11 @@ def _elu_grad(ctx, g):
     x, alpha = ctx.input(0), ctx.attrs.get("alpha", 1.0)
     # alpha * exp(x), as PyTorch's elu_backward of the input: output + alpha loses its digits where
     # exp(x) is small (float32: 4e-4 off at -10, 0 at -20). Half dtypes in float32, rounded once
-    # (opmath). The clamp keeps the unused side finite.
-    negative = rounded(widened(g) * (exp(clamp(widened(x), max=0.0)) * alpha), x.dtype)
+    # (opmath). ``where(x < 0, x, 0)`` keeps the unused side finite and, unlike a clamp at 0, passes
+    # no gradient at exactly 0: the second derivative there is 0, as PyTorch's elu_double_backward
+    # (strict x < 0), though the first takes the negative side.
+    wide = widened(x)
+    negative = rounded(widened(g) * (exp(where(wide < 0, wide, 0.0)) * alpha), x.dtype)
     # x <= 0 picks the negative side, so a NaN passes g, as PyTorch's elu_backward.
     return (where(x <= 0, negative, g),)
 

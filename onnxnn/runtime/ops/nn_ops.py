@@ -98,13 +98,16 @@ def _selu_grad(ctx, g):
     x = ctx.input(0)
     alpha, gamma = ctx.attrs.get("alpha", _SELU_ALPHA), ctx.attrs.get("gamma", _SELU_GAMMA)
     # x <= 0 picks the negative side, so a NaN passes the positive side's slope, as PyTorch's elu_backward.
-    return (where(x <= 0, g * (exp(x) * (alpha * gamma)), g * gamma),)
+    # exp of ``where(x < 0, x, 0)``: finite on the unused side, and no second derivative at exactly 0
+    # (PyTorch's elu_double_backward is strict there).
+    return (where(x <= 0, g * (exp(where(x < 0, x, 0.0)) * (alpha * gamma)), g * gamma),)
 
 
 @gradient_rules.register("Celu")
 def _celu_grad(ctx, g):
     x, alpha = ctx.input(0), ctx.attrs.get("alpha", 1.0)
-    return (where(x <= 0, g * exp(x * (1.0 / alpha)), g),)  # NaN passes g, as Selu's
+    # NaN passes g, as Selu's; the exponent as Elu's (no second derivative at exactly 0).
+    return (where(x <= 0, g * exp(where(x < 0, x, 0.0) * (1.0 / alpha)), g),)
 
 
 def is_pytorchs_hard_sigmoid(attrs) -> bool:
@@ -166,9 +169,12 @@ def _thresholded_relu_grad(ctx, g):
 def _prelu_grad(ctx, g):
     x, slope = ctx.input(0), ctx.input(1)
     positive = x > 0  # at 0 the slope's side, as PyTorch's
-    grad_x = where(positive, g, g * slope) if needs_input_grad(ctx, 0) else None
+    # At exactly 0 the mixed second-order terms (d grad_x / d slope, d grad_slope / d x) are 0, as
+    # PyTorch's (its double backward takes x >= 0 there): the factor that would carry them is detached.
+    zero = x == 0
+    grad_x = where(positive, g, g * where(zero, slope.detach(), slope)) if needs_input_grad(ctx, 0) else None
     # The driver sums this back to the slope's (numpy-broadcast) shape.
-    grad_slope = where(positive, g * 0.0, g * x) if needs_input_grad(ctx, 1) else None
+    grad_slope = where(positive, g * 0.0, g * where(zero, x.detach(), x)) if needs_input_grad(ctx, 1) else None
     return grad_x, grad_slope
 
 
@@ -215,5 +221,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
         slope = weight.reshape(())
     slope = slope.to(input.dtype)
     if input.dtype is dtypes.float64:  # onnxruntime's CPU provider has no float64 PRelu
-        return where(input > 0, input, input * slope)  # 0 on the slope's side, as PRelu's rule
+        # 0 on the slope's side, as PRelu's rule; there the slope's factor is detached, so the mixed
+        # second-order terms vanish at 0 as PyTorch's (and _prelu_grad's).
+        return where(input > 0, input, input * where(input == 0, slope.detach(), slope))
     return apply_op("PRelu", (input, slope), None, "PreluKernelBackward0")
