@@ -300,3 +300,31 @@ def test_zero_channels_backward_gives_zero_gradients(executor):
 def test_bad_inputs_raise_pytorchs_errors(executor, call, error, message):
     with onnxnn.set_executor(executor), pytest.raises(error, match=message):
         call()
+
+
+@pytest.mark.parametrize("padding_mode", ["border", "reflection"])
+def test_no_second_derivative_through_a_point_exactly_on_the_border(padding_mode):
+    # PyTorch's coordinate gradient is 0 at the border itself (strictly inside only), to every order:
+    # d/dgrid of sum(v * d out / d x) vanishes there (an identity affine_grid's edge points with
+    # align_corners), while an interior point's is the central difference of that first derivative.
+    rng = np.random.default_rng(7)
+    x, v = rng.standard_normal((1, 1, 3, 3)), rng.standard_normal((1, 1, 3, 3))
+    points = np.array([[[[1.0, -1.0], [-1.0, 1.0], [0.3, -0.4]]]])
+
+    def input_gradient_dot(grid, create_graph):
+        xx = onnxnn.tensor(x, requires_grad=True)
+        out = F.grid_sample(xx, grid, "bilinear", padding_mode, align_corners=True)
+        (gx,) = onnxnn.autograd.grad(out.sum(), xx, create_graph=create_graph)
+        return (gx * onnxnn.tensor(v)).sum()
+
+    grid = onnxnn.tensor(points, requires_grad=True)
+    (second,) = onnxnn.autograd.grad(input_gradient_dot(grid, True), grid)
+    np.testing.assert_array_equal(second.numpy()[0, 0, :2], 0.0)
+    step = 1e-6
+    for axis in range(2):
+        shifted = [points.copy(), points.copy()]
+        shifted[0][0, 0, 2, axis] += step
+        shifted[1][0, 0, 2, axis] -= step
+        ahead, behind = (input_gradient_dot(onnxnn.tensor(p), False).item() for p in shifted)
+        # A bilinear weight is linear in each coordinate: the difference is exact but for rounding.
+        np.testing.assert_allclose(second.numpy()[0, 0, 2, axis], (ahead - behind) / (2 * step), rtol=1e-6, atol=1e-8)

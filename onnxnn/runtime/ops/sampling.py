@@ -171,8 +171,12 @@ def _source(n: Tensor, size: int, padding_mode: str, align_corners: bool) -> tup
     if padding_mode == "reflection":
         src, sign = _reflect(src, 0, 2 * (size - 1)) if align_corners else _reflect(src, -1, 2 * size - 1)
         slope = slope * sign
-    inside = ((src.detach() > 0) & (src.detach() < size - 1)).to(src.dtype)
-    return src.clamp(0, size - 1), slope * inside
+    strictly_inside = (src.detach() > 0) & (src.detach() < size - 1)
+    # The clamped coordinate carries a gradient strictly inside only, as ``slope`` does: a clamp would
+    # pass it at the border itself, where PyTorch's second derivative is 0 (an identity affine_grid's
+    # edge points, with align_corners).
+    clamped = where(strictly_inside, src, src.detach().clamp(0, size - 1))
+    return clamped, slope * strictly_inside.to(src.dtype)
 
 
 def _keys(d: Tensor, a: float, far: bool) -> tuple[Tensor, Tensor]:
