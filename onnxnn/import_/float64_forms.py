@@ -10,8 +10,8 @@ of these types replays through the same code, so a float64 model imported from a
   ``runtime.ops`` (reductions; gathered and weighted taps).
 - ``RNN``, ``GRU`` and ``LSTM``: unrolled into standard ops while the "onnxruntime" executor is
   selected, as ``nn.LSTM`` does (``nn/modules/_rnn_fused.py``); otherwise the node is recorded (the
-  kernels executor runs it in float64, and exports keep PyTorch's graph). Export a float64 model
-  under ``set_executor("onnxruntime")`` for a file onnxruntime runs.
+  kernels executor runs it in float64; sessions and exports write it as the float32 node between
+  Casts, ``runtime/ops/recurrent.py``'s decomposition, which plain onnxruntime runs).
 
 Other dtypes record the node as ops without an importer are recorded.
 """
@@ -23,7 +23,7 @@ from ..ir.mode import MODE
 from ..ir.registry import importers
 from ..runtime.ops.normalization import instance_normalization
 from ..runtime.ops.recurrent import unrolled_recurrence
-from ..runtime.ops.resample import resize
+from ..runtime.ops.resample import onnxruntime_scales, resize
 from ..runtime.tensor import apply_op
 from .importers import NodeCall
 from .opsets import recorded_opset
@@ -54,6 +54,8 @@ def InstanceNormalization(call: NodeCall, input, scale, B, **attrs):
 
 @importers.register("Resize")
 def Resize(call: NodeCall, X, *inputs, **attrs):
+    # Sizes from float32 scales as onnxruntime computes them (a float32 product), not in double.
+    inputs = onnxruntime_scales(tuple(X.shape), inputs, attrs)
     if not _float64(X):
         return _as_recorded(call, "Resize", (X, *inputs), attrs)
     return (resize(X, inputs, attrs),)

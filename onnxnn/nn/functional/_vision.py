@@ -8,10 +8,12 @@ modes and ``bicubic`` (Keys' kernel with ``a = -0.75``) use ``half_pixel`` or ``
 negative source coordinate reads the edge either way, as PyTorch's clamp does). A given
 ``scale_factor`` is passed as Resize's ``scales`` so the coordinate map uses it (not the rounded size
 ratio), as PyTorch does unless ``recompute_scale_factor=True`` or ``align_corners=True`` (whose map
-PyTorch takes from the rounded sizes, where Resize would use ``scale * size`` unrounded); Resize's
-scales are float32, so a factor that float32 cannot represent (0.45) samples at coordinates off by
-about 1e-7 relative to PyTorch's float64, and is raised by an ulp or two where onnxruntime's output
-size would otherwise come out one short (``_float32_scale``). ``nearest`` and ``nearest-exact`` are a
+PyTorch takes from the rounded sizes, where Resize would use ``scale * size`` unrounded). A factor
+whose float32 product could size an axis unlike PyTorch's ``floor(size * factor)`` in double (2.3:
+``50 * 2.3f`` rounds to 115) is recorded as float64 scales, which sessions and exports write as a
+float32 Resize sliced to that size computed in the graph (``runtime/ops/resample.py``), so every
+size of a dynamic axis gets PyTorch's length; onnxruntime then samples with the factor rounded up to
+float32 (coordinates off by about 1e-7 relative). ``nearest`` and ``nearest-exact`` are a
 ``Gather`` per axis of PyTorch's own source indices (``_nearest``): there a coordinate 1e-7 off is a
 whole pixel after the floor (one Resize where every factor is a whole multiple, which is exact
 there). ``area`` is adaptive average pooling, as in PyTorch.
@@ -165,10 +167,12 @@ def interpolate(
     empty_roi = static_constant([], dtypes.float32)
     if scales is not None and not align_corners:
         scales = [
-            _float32_scale(in_size, out_size, factor, mode)
+            _sampling_scale(in_size, out_size, factor, mode)
             for in_size, out_size, factor in zip(input.shape[2:], output_size, scales)
         ]
-        scale_input = static_constant([1.0, 1.0] + scales, dtypes.float32)
+        # float64 scales where float32 would size some length unlike PyTorch (resample's docstring).
+        exact = all(_resample.float32_exact_scale(scale) for scale in scales)
+        scale_input = static_constant([1.0, 1.0] + scales, dtypes.float32 if exact else dtypes.float64)
         inputs: tuple = (input, empty_roi, scale_input)
     else:
         inputs = (
@@ -186,17 +190,12 @@ def interpolate(
     return _resample.resize(inputs[0], inputs[1:], attrs, backward + "Backward0")
 
 
-def _float32_scale(in_size: int, out_size: int, factor: float, mode: str) -> float:
-    """``factor`` as the float32 Resize takes, raised by a few ulps where onnxruntime's output size,
-    ``floor(in_size * float32(factor))``, would come out below PyTorch's ``floor(in_size * factor)``
-    (5 * float32(1.4) is 6.99999988): the coordinates move by ~1e-7 of themselves, the size is right.
-    An axis whose size stays is copied (scale 1), as PyTorch's linear kernels do (not its bicubic)."""
+def _sampling_scale(in_size: int, out_size: int, factor: float, mode: str) -> float:
+    """``factor`` as Resize's scale of one axis: an axis whose size stays is copied (scale 1), as
+    PyTorch's linear kernels do (not its bicubic)."""
     if out_size == in_size and mode != "bicubic":
-        return 1.0  # PyTorch's linear kernels copy an axis whose size stays, whatever the factor
-    scale = np.float32(factor)
-    while math.floor(float(scale) * in_size) < out_size:
-        scale = np.nextafter(scale, np.float32(np.inf))
-    return float(scale)
+        return 1.0
+    return factor
 
 
 def _nearest(input: Tensor, output_size: list, scales: list | None, mode: str) -> Tensor:

@@ -54,8 +54,9 @@ def records_fused_nodes(proj_size: int, dtype, needs_grad: bool) -> bool:
     Also unrolled: an LSTM with ``proj_size > 0`` (ONNX's LSTM has no projection), bfloat16 (ONNX's
     recurrent ops do not take it), and float64 while the "onnxruntime" executor is selected (its CPU
     recurrent kernels take float32 only; the "auto" executor sends float64 recurrent nodes to onnxnn's
-    kernels instead). Export a float64 module under ``set_executor("onnxruntime")`` to get a graph
-    onnxruntime can run.
+    kernels instead). An export writes a float64 node as the float32 node between Casts
+    (``runtime/ops/recurrent.py``), which onnxruntime runs; exported under
+    ``set_executor("onnxruntime")``, the unrolled steps keep double precision at a fixed length.
     """
     if proj_size > 0 or needs_grad or dtype is dtypes.bfloat16:
         return False

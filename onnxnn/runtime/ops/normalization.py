@@ -541,10 +541,7 @@ def instance_norm(
     check_running_statistics_without_grad(running_mean, running_var)
     if not use_input_stats:
         assert running_mean is not None and running_var is not None  # refused above
-        result = (input - _per_channel(running_mean, rank)) * (_per_channel(running_var, rank) + eps).rsqrt()
-        if weight is not None:
-            result = result * _per_channel(weight, rank)
-        return result + _per_channel(bias, rank) if bias is not None else result
+        return _normalized_by_running_statistics(input, running_mean, running_var, weight, bias, eps)
     result = instance_normalization(input, weight, bias, float(eps))
     if running_mean is not None or running_var is not None:
         axes = list(range(2, rank))
@@ -563,6 +560,24 @@ def instance_norm(
                 running_var.mul_(1.0 - momentum).add_(unbiased.mean(0).to(running_var.dtype) * momentum)
                 realize_alongside(running_var._value)
     return result
+
+
+def _normalized_by_running_statistics(input, running_mean, running_var, weight, bias, eps: float) -> Tensor:
+    """One ``BatchNormalization`` node, as ``batch_norm``'s evaluation: exports read the running
+    statistics as its mean and variance, which ``from_onnx`` keeps buffers (not Parameters)."""
+    channels = input.shape[1]
+
+    def per_channel(tensor: Tensor) -> Tensor:  # (C,) in the input's dtype, as batch_norm's
+        return (tensor if tensor.shape == (channels,) else tensor.reshape(channels)).to(input.dtype)
+
+    scale = per_channel(weight) if weight is not None else _constant_like(input, (channels,), 1.0)
+    shift = per_channel(bias) if bias is not None else _constant_like(input, (channels,), 0.0)
+    return apply_op(
+        "BatchNormalization",
+        (input, scale, shift, per_channel(running_mean), per_channel(running_var)),
+        shared_attributes((("epsilon", float(eps)),)),
+        "NativeBatchNormBackward0",
+    )
 
 
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:

@@ -11,16 +11,25 @@ through masks. The outputs' shapes come from ONNX shape inference, so no shape r
 
 With ``create_graph`` the recomputation hangs off the inputs' own history, so second derivatives
 flow through it like through any other recorded op.
+
+A float64 node (``nn.LSTM(...).double()`` traced by ``to_onnx``; the kernels executor runs it in
+double) is written as the float32 node between Casts (``_float64_decomposition``): onnxruntime's CPU
+recurrent kernels take float32 only (1.31), and the graph keeps float64 inputs and outputs and a
+sequence length free to change, at float32's precision inside the recurrence.
 """
 
 from __future__ import annotations
 
+from onnx import TensorProto, helper
+
+from ...ir import dtypes
 from ...ir.recurrence import unroll
-from ...ir.registry import gradient_rules
+from ...ir.registry import decompositions, gradient_rules, value_blind_decompositions
 from ._common import Tensor, apply_op
 from .elementwise import where
 from .recomputation import gradient_by_recomputation
 from .shape import stack
+from .training import node_emitter
 
 __all__ = ["unrolled_recurrence"]
 
@@ -80,3 +89,27 @@ def _recurrent_grad(ctx, *grads):
 
 
 gradient_rules.register("RNN", "GRU", "LSTM")(_recurrent_grad)
+
+
+@decompositions.register("RNN", "GRU", "LSTM")
+def _float64_decomposition(node, input_names: list, output_names: list, fresh_name):
+    """A float64 node as the float32 node between Casts (the module docstring); others as recorded."""
+    if node.inputs[0].dtype is not dtypes.float64:
+        return None
+    nodes: list = []
+    emit = node_emitter(nodes, fresh_name)
+    # Every input but sequence_lens (int32) is of X's type; an omitted one stays omitted ("").
+    narrowed = [
+        name if not name or position == _SEQUENCE_LENS else emit("Cast", name, to=TensorProto.FLOAT)
+        for position, name in enumerate(input_names)
+    ]
+    float32_outputs = [fresh_name(f"{node.op_type}_float32") if name else "" for name in output_names]
+    attributes = {name: value for name, value in node.attrs.items() if not name.startswith("_")}
+    nodes.append(helper.make_node(node.op_type, narrowed, float32_outputs, name=fresh_name(node.op_type), **attributes))
+    for narrow, name in zip(float32_outputs, output_names):
+        if name:
+            emit("Cast", narrow, to=TensorProto.DOUBLE, output=name)
+    return nodes, []
+
+
+value_blind_decompositions.mark("RNN", "GRU", "LSTM")

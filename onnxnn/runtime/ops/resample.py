@@ -18,6 +18,16 @@ onnxruntime has no float64 Resize kernel (1.31), so ``resize`` records a float64
 terms: along each resized axis, each output is its taps (the matrix row's nonzero entries) gathered
 and weighted, so only the taps of an output enter it, as in the kernel (a NaN or infinity elsewhere
 in the row stays out).
+
+Output sizes from ``scales``: onnxnn's rule (``_geometry``, the kernels') is ``floor(size * scale)``
+in double; onnxruntime's is ``floor(float(size) * scale)`` in float32, one more where the float
+product rounds up to a whole number (``50 * 2.3f``). onnxnn therefore records float32 scales only
+where the two agree at every size (``float32_exact_scale``) and otherwise records the scales as a
+float64 constant (PyTorch's ``scale_factor`` itself, from ``F.interpolate``), which the kernels and
+rules read as they are; sessions and exports write such a node (``_decomposition``) as a float32
+Resize with the scales rounded up, so onnxruntime's size is never short, sliced to
+``Floor(Cast(Shape(x), double) * scales)`` computed in the graph: PyTorch's size at every size of a
+dynamic axis. A Resize imported with float32 scales gets onnxruntime's size (``onnxruntime_scales``).
 """
 
 from __future__ import annotations
@@ -25,16 +35,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
+from onnx import numpy_helper
 
 from ...ir import dtypes
-from ...ir.registry import gradient_rules, shape_rules
+from ...ir.graph import static_constant
+from ...ir.registry import decompositions, gradient_rules, shape_rules
 from ...ir.resize_geometry import nearest_indices, source_coordinates
 from ._common import Tensor, apply_op
 from .elementwise import where
 from .indexing import index_select
 from .shape import _constant_list
+from .training import int64_initializers, node_emitter
 
-__all__ = ["resize"]
+__all__ = ["resize", "float32_exact_scale", "onnxruntime_scales"]
 
 
 def _text(value, default: str) -> str:
@@ -182,3 +196,92 @@ def resize(input: Tensor, inputs: tuple, attrs: dict, name: str | None = None) -
         matrix = interpolation_matrix(input.shape[axis], scales[axis], sizes[axis], attrs)
         result = _gathered_taps(result, axis, matrix)
     return result
+
+
+# ---------------------------------------------------------------- output sizes from scales
+
+
+def float32_exact_scale(scale: float) -> bool:
+    """Whether ``floor(size * scale)`` is the same in float32 (onnxruntime) and in double (onnxnn) at
+    every size: ``scale`` is a float32 with at most 4 fractional bits, so ``size * scale`` is a
+    multiple of 1/16 that float32 holds exactly below 2**20 (far beyond any resized axis)."""
+    return float(np.float32(scale)) == scale and float(scale * 16).is_integer()
+
+
+def onnxruntime_scales(shape, inputs: tuple, attrs) -> tuple:
+    """``inputs`` (a Resize's after X) with float32 ``scales`` replaced, where onnxruntime's float32
+    output size differs from onnxnn's double one, by float64 scales within a float32 ulp of them whose
+    double size is onnxruntime's: an imported Resize then has the shape onnxruntime gives it."""
+    slot = 1  # (roi, scales, sizes); Resize-10's (scales) is left as it is, its opset has no slicing form
+    if len(inputs) <= slot or inputs[slot] is None:
+        return tuple(inputs)
+    scale_input = inputs[slot]
+    value = scale_input._value if isinstance(scale_input, Tensor) else scale_input
+    if value.dtype is not dtypes.float32:
+        return tuple(inputs)
+    scales = _constant_list(value)
+    if not scales or (len(inputs) > slot + 1 and _constant_list_of(inputs[slot + 1])):
+        return tuple(inputs)
+    axes = attrs.get("axes")
+    resized = list(range(len(shape))) if axes is None else [a % len(shape) for a in axes]
+    adjusted = [float(scale) for scale in scales]
+    for position, (axis, scale) in enumerate(zip(resized, scales)):
+        size = shape[axis]
+        wanted = math.floor(float(np.float32(size) * np.float32(scale)))  # onnxruntime's float32 product
+        if wanted == math.floor(float(scale) * size):
+            continue
+        candidate = wanted / size  # wanted > 0 here: float32 rounds up only onto a positive whole number
+        while math.floor(candidate * size) < wanted:
+            candidate = math.nextafter(candidate, math.inf)
+        adjusted[position] = candidate
+    if adjusted == [float(scale) for scale in scales]:
+        return tuple(inputs)
+    replaced = static_constant(adjusted, dtypes.float64)
+    return tuple(inputs[:slot]) + (replaced,) + tuple(inputs[slot + 1 :])
+
+
+def _constant_list_of(item) -> list:
+    if item is None:
+        return []
+    return _constant_list(item._value if isinstance(item, Tensor) else item)
+
+
+@decompositions.register("Resize")
+def _decomposition(node, input_names: list, output_names: list, fresh_name):
+    """A Resize recorded with float64 scales (see the module's docstring): a float32 Resize whose
+    scales are rounded up, then sliced to ``Floor(Cast(Shape(x), double) * scales)``."""
+    slot = 2  # (X, roi, scales, sizes): onnxnn records float64 scales in no other form
+    if len(node.inputs) <= slot or node.inputs[slot] is None or node.inputs[slot].dtype is not dtypes.float64:
+        return None  # float32 scales (or sizes): the node as recorded
+    scales = _constant_list(node.inputs[slot])
+    rank = len(node.inputs[0].shape)
+    axes = node.attrs.get("axes")
+    resized = list(range(rank)) if axes is None else [a % rank for a in axes]
+    # The float32 scale at or above each: onnxruntime's float32 size is then at least onnxnn's (a
+    # float32 product at or above a whole number rounds to at least it), and the coordinates move by
+    # under an ulp of the scale.
+    rounded = [float(np.float32(scale)) for scale in scales]
+    rounded = [
+        float(np.nextafter(np.float32(up), np.float32(np.inf))) if up < scale else up
+        for up, scale in zip(rounded, scales)
+    ]
+    nodes: list = []
+    initializers: list = []
+    emit = node_emitter(nodes, fresh_name)
+    constant = int64_initializers(initializers, fresh_name)
+    float32_scales, float64_scales = fresh_name("scales"), fresh_name("scales")
+    initializers.append(numpy_helper.from_array(np.array(rounded, np.float32), float32_scales))
+    full = [1.0] * rank
+    for axis, scale in zip(resized, scales):
+        full[axis] = float(scale)
+    initializers.append(numpy_helper.from_array(np.array(full, np.float64), float64_scales))
+    resize_inputs = list(input_names)
+    resize_inputs[slot] = float32_scales
+    attributes = {name: value for name, value in node.attrs.items() if not name.startswith("_")}
+    resized_output = emit("Resize", *resize_inputs, **attributes)
+    sizes = emit(
+        "Floor", emit("Mul", emit("Cast", emit("Shape", input_names[0]), to=onnx.TensorProto.DOUBLE), float64_scales)
+    )
+    ends = emit("Cast", sizes, to=onnx.TensorProto.INT64)
+    emit("Slice", resized_output, constant([0] * rank), ends, output=output_names[0])
+    return nodes, initializers
