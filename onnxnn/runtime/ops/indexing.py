@@ -534,17 +534,24 @@ def scatter_source(input: Tensor, index: Tensor, axis: int, src: Tensor) -> Tens
     return apply_op("Slice", (src, int64_constant([0] * index.dim()), ends), None, "SliceBackward0")
 
 
+def one_element_operands(index: Tensor, src):
+    """A scatter into a 0-d tensor's ``index`` and ``src`` for one into its single element (rank 1,
+    as ONNX wants), after PyTorch's checks of the index."""
+    if index.dim() > 1:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    check_bounds(index, 1, 0)
+    if isinstance(src, Tensor) and src.dim() == 0:
+        src = src.reshape(1)
+    return index.reshape(-1), src
+
+
 def _scatter(input: Tensor, dim: int, index: Tensor, src, reduction: str, name: str) -> Tensor:
     # PyTorch names the op in its TypeError, but the whole family scatter() in its index dtype error.
     index = _check_index_tensor(_tensor_argument(index, name, "index"), "scatter")
     axis = normalize_axes([dim], input.dim())[0]
     if input.dim() == 0:  # PyTorch scatters into a 0-d tensor as into its one element; ONNX wants rank 1
-        if index.dim() > 1:
-            raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-        check_bounds(index, 1, 0)
-        if isinstance(src, Tensor) and src.dim() == 0:
-            src = src.reshape(1)
-        return _scatter(input.reshape(1), 0, index.reshape(-1), src, reduction, name).reshape(())
+        index, src = one_element_operands(index, src)
+        return _scatter(input.reshape(1), 0, index, src, reduction, name).reshape(())
     if isinstance(src, Tensor):
         src = scatter_source(input, index, axis, src)
     else:

@@ -21,6 +21,7 @@ from .indexing import (
     check_bounds,
     check_flat_bounds,
     check_index_put_dtypes,
+    one_element_operands,
     scatter_source,
     setitem,
 )
@@ -111,13 +112,8 @@ def scatter_reduce(
     index = _check_index_tensor(index, "scatter")  # PyTorch's name for the whole family
     axis = normalize_axes([dim], input.dim())[0]
     if input.dim() == 0:  # PyTorch reduces into a 0-d tensor as into its one element; ONNX wants rank 1
-        if index.dim() > 1:
-            raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-        check_bounds(index, 1, 0)
-        if isinstance(src, Tensor) and src.dim() == 0:
-            src = src.reshape(1)
-        flat = scatter_reduce(input.reshape(1), 0, index.reshape(-1), src, reduce, include_self=include_self)
-        return flat.reshape(())
+        index, src = one_element_operands(index, src)
+        return scatter_reduce(input.reshape(1), 0, index, src, reduce, include_self=include_self).reshape(())
     src = scatter_source(input, index, axis, src)  # checks the bounds of a known index before the cast
     index = as_int64(index)
     base = input
