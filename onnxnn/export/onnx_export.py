@@ -400,6 +400,13 @@ def to_onnx(
 
     # A training graph keeps copies apart (PyTorch deduplicates initializers in eval exports only).
     untie = is_module and model.training
+    if untie and any(getattr(module, "padding_idx", None) is not None for module in model.modules()):
+        warnings.warn(  # as torch.onnx.export warns: a Gather has no row it leaves without gradient
+            "to_onnx: a training export of an embedding with padding_idx: ONNX has no way to keep the "
+            "padding row out of training, so a model trained from the file updates it",
+            UserWarning,
+            stacklevel=2,
+        )
 
     def trace_once(arguments: tuple) -> _Trace:
         try:

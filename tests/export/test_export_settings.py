@@ -3,6 +3,8 @@ opset needs, and every submodule's training flag put back after ``training=True`
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import onnx
 import onnxruntime
@@ -48,3 +50,15 @@ def test_a_training_export_puts_every_submodules_flag_back():
     before = [module.training for module in model.modules()]
     to_onnx(model, onnxnn.randn(2, 3, 4, 4), training=True)
     assert [module.training for module in model.modules()] == before
+
+
+@pytest.mark.parametrize(
+    "layer", [nn.Embedding(5, 3, padding_idx=0), nn.EmbeddingBag(5, 3, padding_idx=0)], ids=["embedding", "bag"]
+)
+def test_a_training_export_of_a_padding_row_warns_and_an_eval_one_does_not(layer):
+    indices = onnxnn.tensor([[1, 0, 2]])
+    with pytest.warns(UserWarning, match="padding_idx"):
+        to_onnx(layer, indices, training=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        to_onnx(layer.eval(), indices)
