@@ -226,6 +226,16 @@ def as_tensor_operand(value, like: "Tensor"):
     return scalar_constant(value, like._value.dtype, like._value.device)
 
 
+def check_tensor_operands(name: str, **operands) -> None:
+    """PyTorch's TypeError where its function ``name`` takes tensors only and got something else (a
+    Python number): ``operands`` by argument name, in position order."""
+    for position, (argument, value) in enumerate(operands.items(), start=1):
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"{name}(): argument '{argument}' (position {position}) must be Tensor, not {type(value).__name__}"
+            )
+
+
 def with_closed_form_gradient(value: Tensor, inputs: tuple, saved: tuple, gradients, name: str) -> Tensor:
     """``value``'s values, whose inputs' gradients are ``gradients(G, *saved)`` (one per input, from the
     gradient G of ``value``): tensor ops over what the forward computed, whose history is kept, so the

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...ir import dtypes
 from ...ir.registry import non_differentiable, shape_rules
-from ._common import Tensor, apply_op, broadcast_values, promote_operands, same_shape
+from ._common import Tensor, apply_op, broadcast_values, check_tensor_operands, promote_operands, same_shape
 from .elementwise import abs, add, mul, sub
 
 # ---------------------------------------------------------------- shape rules
@@ -112,11 +112,7 @@ def isfinite(input: Tensor) -> Tensor:
 
 def _check_closeness_arguments(name: str, input, other, rtol, atol) -> None:
     """PyTorch's checks: two tensors (no Python numbers) of one dtype, and non-negative tolerances."""
-    for position, (argument, value) in enumerate((("input", input), ("other", other)), start=1):
-        if not isinstance(value, Tensor):
-            raise TypeError(
-                f"{name}(): argument '{argument}' (position {position}) must be Tensor, not {type(value).__name__}"
-            )
+    check_tensor_operands(name, input=input, other=other)
     if input._value.dtype is not other._value.dtype:
         names = (dtypes.scalar_type_name(operand._value.dtype) for operand in (input, other))
         raise RuntimeError("{} did not match {}".format(*names))

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ...ir import dtypes
-from ._common import Tensor
+from ._common import Tensor, check_tensor_operands
 from . import comparison as _c
 from . import elementwise as _e
 from .sorting import cumsum
@@ -75,11 +75,7 @@ def _incomplete_gamma(input: Tensor, other: Tensor) -> tuple[Tensor, Tensor, dty
 
 def _check_incomplete_gamma_operands(name: str, input, other) -> None:
     """PyTorch's refusals: both operands are Tensors, and at least one is floating point."""
-    for position, (argument, value) in enumerate((("input", input), ("other", other)), start=1):
-        if not isinstance(value, Tensor):
-            raise TypeError(
-                f"{name}(): argument '{argument}' (position {position}) must be Tensor, not {type(value).__name__}"
-            )
+    check_tensor_operands(name, input=input, other=other)
     if not input.dtype.is_floating_point and not other.dtype.is_floating_point:
         raise NotImplementedError(
             f'"{name}" not implemented for {input.dtype} and {other.dtype}: it needs a floating point input'

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.registry import non_differentiable, shape_rules
-from ._common import Tensor, apply_op, broadcast_values, promote_operands
+from ._common import Tensor, apply_op, broadcast_values, check_tensor_operands, promote_operands
 from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
@@ -68,15 +68,6 @@ def _euclid_steps(value_dtype: dtypes.dtype) -> int:
     return steps + 1
 
 
-def _check_tensor_operands(name: str, input, other) -> None:
-    """PyTorch's gcd and lcm take no Python numbers (the shifts and bitwise ops do)."""
-    for position, (argument, value) in enumerate((("input", input), ("other", other)), start=1):
-        if not isinstance(value, Tensor):
-            raise TypeError(
-                f"{name}(): argument '{argument}' (position {position}) must be Tensor, not {type(value).__name__}"
-            )
-
-
 def gcd(input: Tensor, other: Tensor) -> Tensor:
     """The greatest common divisor of each pair of integers (non-negative; ``gcd(0, 0) = 0``).
 
@@ -85,7 +76,7 @@ def gcd(input: Tensor, other: Tensor) -> Tensor:
         >>> onnxnn.gcd(onnxnn.tensor([12, -9, 0]), onnxnn.tensor([18, 6, 0]))
         tensor([6, 3, 0])
     """
-    _check_tensor_operands("gcd", input, other)
+    check_tensor_operands("gcd", input=input, other=other)  # the shifts and bitwise ops take numbers
     a, b, result = _integer_operands(input, other, "gcd")
     shape = broadcast_values([a._value, b._value])
     # PyTorch's C++ (calc_gcd): abs in the dtype, so abs(INT_MIN) stays INT_MIN (int16 runs in int32:
@@ -107,7 +98,7 @@ def gcd(input: Tensor, other: Tensor) -> Tensor:
 
 def lcm(input: Tensor, other: Tensor) -> Tensor:
     """The least common multiple of each pair of integers (``|a / gcd * b|``; 0 when either is 0)."""
-    _check_tensor_operands("lcm", input, other)
+    check_tensor_operands("lcm", input=input, other=other)
     a, b, result = _integer_operands(input, other, "lcm")
     divisor = gcd(a, b)
     zero = _c.eq(divisor, 0)

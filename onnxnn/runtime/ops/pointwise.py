@@ -20,6 +20,7 @@ from ._common import (
     Tensor,
     apply_op,
     broadcast_values,
+    check_tensor_operands,
     promote_operands,
     with_zero_gradients,
 )
@@ -338,11 +339,7 @@ def float_power(input, exponent) -> Tensor:
 
 def heaviside(input: Tensor, values: Tensor) -> Tensor:
     """0 for negative, ``values`` at zero, 1 for positive inputs (two tensors of one dtype, as PyTorch's)."""
-    for position, (argument, value) in enumerate((("input", input), ("values", values)), start=1):
-        if not isinstance(value, Tensor):
-            raise TypeError(
-                f"heaviside(): argument '{argument}' (position {position}) must be Tensor, not {type(value).__name__}"
-            )
+    check_tensor_operands("heaviside", input=input, values=values)
     if input.dtype is not values.dtype:
         raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
     step = _e.where(_c.gt(input, 0), 1, 0).to(input.dtype)
@@ -518,24 +515,15 @@ def copysign(input, other) -> Tensor:
 # where ``input`` is NaN, ``input`` where ``other`` is, NaN only where both are.
 
 
-def _tensors_only(name: str, input, other) -> None:
-    """PyTorch's refusal of a number where its function takes tensors only."""
-    for position, (argument, value) in enumerate((("input", input), ("other", other)), start=1):
-        if not isinstance(value, Tensor):
-            raise TypeError(
-                f"{name}(): argument '{argument}' (position {position}) must be Tensor, not {type(value).__name__}"
-            )
-
-
 def fmax(input: Tensor, other: Tensor) -> Tensor:
     """Elementwise maximum that ignores a NaN operand (NaN only where both are NaN)."""
-    _tensors_only("fmax", input, other)
+    check_tensor_operands("fmax", input=input, other=other)
     return _e.where(_c.logical_or(_c.ge(input, other), _c.isnan(other)), input, other)
 
 
 def fmin(input: Tensor, other: Tensor) -> Tensor:
     """Elementwise minimum that ignores a NaN operand (NaN only where both are NaN)."""
-    _tensors_only("fmin", input, other)
+    check_tensor_operands("fmin", input=input, other=other)
     return _e.where(_c.logical_or(_c.le(input, other), _c.isnan(other)), input, other)
 
 

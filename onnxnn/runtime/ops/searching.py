@@ -175,10 +175,8 @@ def _check_sorter(sorter: Tensor, sorted_sequence: Tensor) -> None:
 
 def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
     """Whether each element of ``elements`` is in ``test_elements`` (compared all against all)."""
-    for operand in (elements, test_elements):  # PyTorch's isin takes no bools, tensor or number
-        boolean = operand.dtype is dtypes.bool if isinstance(operand, Tensor) else isinstance(operand, bool)
-        if boolean:
-            raise RuntimeError("Unsupported input type encountered for isin(): Bool")
+    if _e._is_bool(elements) or _e._is_bool(test_elements):  # PyTorch's isin takes no bools, tensor or number
+        raise RuntimeError("Unsupported input type encountered for isin(): Bool")
     if not isinstance(elements, Tensor):
         elements = Tensor._full((), elements, test_elements.dtype, test_elements.device)
     if not isinstance(test_elements, Tensor):
