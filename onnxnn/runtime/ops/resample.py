@@ -65,8 +65,7 @@ def _geometry(shape, inputs, attrs):
     else:
         scales = _constant_list(inputs[2]) or None if len(inputs) > 2 else None
         sizes = _constant_list(inputs[3]) or None if len(inputs) > 3 else None
-    axes = attrs.get("axes")
-    resized = list(range(rank)) if axes is None else [a % rank for a in axes]
+    resized = _resized_axes(rank, attrs)
     policy = _text(attrs.get("keep_aspect_ratio_policy"), "stretch")
     full_scales, full_sizes = [1.0] * rank, list(shape)
     if sizes is not None:
@@ -222,8 +221,7 @@ def onnxruntime_scales(shape, inputs: tuple, attrs) -> tuple:
     scales = _constant_list(value)
     if not scales or (len(inputs) > slot + 1 and _constant_list_of(inputs[slot + 1])):
         return tuple(inputs)
-    axes = attrs.get("axes")
-    resized = list(range(len(shape))) if axes is None else [a % len(shape) for a in axes]
+    resized = _resized_axes(len(shape), attrs)
     adjusted = [float(scale) for scale in scales]
     for position, (axis, scale) in enumerate(zip(resized, scales)):
         size = shape[axis]
@@ -238,6 +236,12 @@ def onnxruntime_scales(shape, inputs: tuple, attrs) -> tuple:
         return tuple(inputs)
     replaced = static_constant(adjusted, dtypes.float64)
     return tuple(inputs[:slot]) + (replaced,) + tuple(inputs[slot + 1 :])
+
+
+def _resized_axes(rank: int, attrs) -> list[int]:
+    """The axes a Resize's scales are for: its ``axes`` attribute (opset 18), else every axis."""
+    axes = attrs.get("axes")
+    return list(range(rank)) if axes is None else [axis % rank for axis in axes]
 
 
 def _constant_list_of(item) -> list:
@@ -255,8 +259,7 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
         return None  # float32 scales (or sizes): the node as recorded
     scales = _constant_list(node.inputs[slot])
     rank = len(node.inputs[0].shape)
-    axes = node.attrs.get("axes")
-    resized = list(range(rank)) if axes is None else [a % rank for a in axes]
+    resized = _resized_axes(rank, node.attrs)
     # The float32 scale at or above each: onnxruntime's float32 size is then at least onnxnn's (a
     # float32 product at or above a whole number rounds to at least it), and the coordinates move by
     # under an ulp of the scale.
