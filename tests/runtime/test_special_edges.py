@@ -532,3 +532,54 @@ def test_gammainc_refuses_python_numbers_and_integer_tensors(function):
     # One floating operand is enough, as in PyTorch (the integer one is promoted).
     mixed = function(x, onnxnn.tensor([1, 2]))
     assert mixed.dtype is onnxnn.float32
+
+
+# ---------------------------------------------------------------- the gamma family at poles and infinities
+
+INF, TINY = math.inf, 1e-310  # a float64 subnormal: psi(x) ~ -1/x and psi^(n)(x) ~ (-1)^(n+1) n! / x^(n+1) overflow
+
+# (function, points, derivatives): each derivative is the next function of the family at the point
+# (lgamma' = digamma, digamma' = trigamma, psi^(n)' = psi^(n+1)), from its limit there.
+GAMMA_FAMILY_POLE_GRADIENTS = {
+    "lgamma": (onnxnn.lgamma, [0.0, -0.0, TINY, -TINY, INF], [-INF, INF, -INF, INF, INF]),
+    "digamma": (onnxnn.digamma, [0.0, -0.0, -1.0, -2.0, TINY, -TINY, INF], [INF, INF, INF, INF, INF, INF, 0.0]),
+    "trigamma": (lambda x: onnxnn.polygamma(1, x), [0.0, -1.0, TINY, -TINY], [-INF, -INF, -INF, INF]),
+    "polygamma2": (lambda x: onnxnn.polygamma(2, x), [0.0, -3.0, TINY, -TINY], [INF, INF, INF, INF]),
+}
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("name", sorted(GAMMA_FAMILY_POLE_GRADIENTS))
+def test_gamma_family_gradients_at_poles_and_infinity_are_the_next_functions_limits(executor, name):
+    # The composites' own derivatives were NaN or 0 there (a reflection's inf - inf, a Where's branch).
+    function, points, expected = GAMMA_FAMILY_POLE_GRADIENTS[name]
+    with onnxnn.set_executor(executor):
+        actual = _gradient(function, points)
+    np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_polygamma_limits_at_infinity_and_below_the_smallest_normal(executor):
+    with onnxnn.set_executor(executor):
+        trigamma = onnxnn.polygamma(1, onnxnn.tensor([INF, -TINY], dtype=onnxnn.float64)).numpy()
+        tetragamma = onnxnn.polygamma(2, onnxnn.tensor([-TINY, TINY], dtype=onnxnn.float64)).numpy()
+    # psi'(x) -> 0 as x -> inf (PyTorch's 0); n! / |x|^(n+1) overflows beside 0 from either side.
+    np.testing.assert_array_equal(trigamma, [0.0, INF])
+    np.testing.assert_array_equal(tetragamma, [INF, -INF])
+
+
+@pytest.mark.parametrize("n, x", [(1, 1e155), (1, 1e200), (1, 1e300), (2, 1e100), (3, 1e100), (1, 1.7e308)])
+def test_polygamma_keeps_its_leading_term_where_x_to_the_minus_n_minus_1_underflows(n, x):
+    # psi^(n)(x) = (-1)^(n+1) [(n-1)! / x^n + n! / (2 x^(n+1)) + ...]: the second term is below rounding.
+    expected = (-1) ** (n + 1) * math.factorial(n - 1) / x**n
+    actual = float(onnxnn.polygamma(n, onnxnn.tensor([x], dtype=onnxnn.float64)).numpy()[0])
+    assert actual == pytest.approx(expected, rel=4 * EPS64)
+
+
+def test_gamma_family_second_derivatives_and_backward_names():
+    # lgamma'' = trigamma: pi^2 / 6 at 1; digamma'' = psi^(2): -2 zeta(3) at 1.
+    np.testing.assert_allclose(_second_derivative(onnxnn.lgamma, [1.0]), [math.pi**2 / 6], rtol=8 * EPS64)
+    np.testing.assert_allclose(_second_derivative(onnxnn.digamma, [1.0]), [-2 * 1.2020569031595942], rtol=8 * EPS64)
+    x = onnxnn.tensor([1.5], requires_grad=True)
+    names = [type(f(x).grad_fn).__name__ for f in (onnxnn.lgamma, onnxnn.digamma, lambda t: onnxnn.polygamma(2, t))]
+    assert names == ["LgammaBackward0", "DigammaBackward0", "PolygammaBackward0"]

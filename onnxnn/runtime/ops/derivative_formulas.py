@@ -1,21 +1,27 @@
-"""Composites whose gradient is PyTorch's derivative formula: onnxnn's ``Hypot`` and ``Atan2`` ops.
+"""Composites whose gradient is PyTorch's derivative formula: onnxnn's ``Hypot``, ``Atan2``,
+``Lgamma``, ``Digamma`` and ``Polygamma`` ops.
 
-    Hypot(H, X, Y) -> H        Atan2(A, Y, X) -> A
+    Hypot(H, X, Y) -> H        Atan2(A, Y, X) -> A        Lgamma(L, X) -> L    (and so on)
 
 Each node passes on its first input, the function's value, computed by a composite of standard ops
 from the operands detached: C's overflow-safe hypot (``hypot_of`` here), atan2's quadrants, signed
-zeros and infinities (``pointwise.atan2``). ``build_model`` writes the node as Identity and
-onnxnn's kernels pass the array on, so every executor computes the composite's value, bit for bit.
-The node is there for its gradient rule, PyTorch's formula (``derivatives.yaml``) recorded as ops:
+zeros and infinities (``pointwise.atan2``), the gamma functions' series (``special_functions``).
+``build_model`` writes the node as Identity and onnxnn's kernels pass the array on, so every
+executor computes the composite's value, bit for bit. The node is there for its gradient rule,
+PyTorch's formula (``derivatives.yaml``) recorded as ops:
 
 - hypot: ``G * X / H`` and ``G * Y / H``, H the node's output;
-- atan2: ``G * X / (X^2 + Y^2)`` and ``-G * Y / (X^2 + Y^2)``, 0 at the origin.
+- atan2: ``G * X / (X^2 + Y^2)`` and ``-G * Y / (X^2 + Y^2)``, 0 at the origin;
+- lgamma, digamma, polygamma(n): ``G`` times digamma, polygamma(1), polygamma(n + 1) of X
+  (registered by ``special_functions``, which computes those).
 
 Differentiating the composites instead goes wrong beyond the first derivative: hypot's Max and Min
 split the gradient where ``|X| == |Y|``, so the recorded function is linear there and its second
 derivatives are 0; atan2's ``atan(Y / X)`` has a second derivative that is the difference of two
 terms of order ``1 / X``, which cancel near the Y axis (all digits in float64 at ``X = 1e-8``). The
-formulas are well-conditioned, and so is each higher derivative, which differentiates them.
+formulas are well-conditioned, and so is each higher derivative, which differentiates them. The
+gamma functions' composites have no usable derivative at their poles and at infinities (a Where's
+branches, a reflection's ``inf - inf``: NaN), where the formulas give PyTorch's infinities.
 """
 
 from __future__ import annotations
@@ -32,7 +38,31 @@ from . import elementwise as _e
 from ._common import same_shape, static_scalar
 from .training import node_emitter
 
-__all__ = ["hypot_of", "with_derivative_formula"]
+__all__ = ["derivative_formula", "hypot_of", "with_derivative_formula"]
+
+# op_type -> PyTorch's name of its backward node (the op's gradient rule is in ``gradient_rules``).
+FORMULAS: dict[str, str] = {}
+
+
+def _decomposition(node, input_names: list, output_names: list, fresh_name):
+    nodes: list = []
+    node_emitter(nodes, fresh_name)("Identity", input_names[0], output=output_names[0])
+    return nodes, []
+
+
+def derivative_formula(op_type: str, backward_name: str) -> Callable:
+    """Registers the decorated gradient rule as the derivative formula of onnxnn's ``op_type`` node,
+    whose backward node PyTorch names ``backward_name``; the node's value is its first input."""
+
+    def register(rule: Callable) -> Callable:
+        FORMULAS[op_type] = backward_name
+        shape_rules.register(op_type, domain=ONNXNN_DOMAIN)(same_shape)
+        decompositions.register(op_type, domain=ONNXNN_DOMAIN)(_decomposition)
+        value_blind_decompositions.mark(op_type, domain=ONNXNN_DOMAIN)
+        gradient_rules.register(op_type, domain=ONNXNN_DOMAIN)(rule)
+        return rule
+
+    return register
 
 
 def hypot_of(x: Tensor, y: Tensor) -> Tensor:
@@ -51,6 +81,7 @@ def hypot_of(x: Tensor, y: Tensor) -> Tensor:
     return with_derivative_formula("Hypot", value, (x, y))
 
 
+@derivative_formula("Hypot", "HypotBackward0")
 def _hypot_gradient(ctx, g):
     """PyTorch's ``grad * self / result`` and ``grad * other / result``."""
     result = ctx.output(0)
@@ -63,6 +94,7 @@ def _hypot_gradient(ctx, g):
     return tuple(gradients)
 
 
+@derivative_formula("Atan2", "Atan2Backward0")
 def _atan2_gradient(ctx, g):
     """PyTorch's ``atan2_backward``, ``grad * other * r`` and ``grad * -self * r``, 0 at the origin.
 
@@ -85,31 +117,12 @@ def _atan2_gradient(ctx, g):
     return None, y_gradient, x_gradient
 
 
-# op_type -> (PyTorch's name of its backward node, the derivative formula as a gradient rule).
-FORMULAS: dict[str, tuple[str, Callable]] = {
-    "Hypot": ("HypotBackward0", _hypot_gradient),
-    "Atan2": ("Atan2Backward0", _atan2_gradient),
-}
-
-
-def with_derivative_formula(op_type: str, value: Tensor, operands: tuple[Tensor, ...]) -> Tensor:
+def with_derivative_formula(
+    op_type: str, value: Tensor, operands: tuple[Tensor, ...], attributes: dict | None = None
+) -> Tensor:
     """``value``, computed from ``operands`` detached, as the output of an ``op_type`` node of
-    ``FORMULAS``, whose gradient is the formula's. ``value`` itself where no gradient is recorded:
-    the forward graph is then the composite's alone."""
+    ``FORMULAS`` (with ``attributes``), whose gradient is the formula's. ``value`` itself where no
+    gradient is recorded: the forward graph is then the composite's alone."""
     if not MODE.grad.enabled or not any(operand._requires_grad for operand in operands):
         return value
-    backward_name, _ = FORMULAS[op_type]
-    return apply_op(op_type, (value, *operands), None, backward_name, domain=ONNXNN_DOMAIN)
-
-
-def _decomposition(node, input_names: list, output_names: list, fresh_name):
-    nodes: list = []
-    node_emitter(nodes, fresh_name)("Identity", input_names[0], output=output_names[0])
-    return nodes, []
-
-
-for _op_type, (_, _gradient) in FORMULAS.items():
-    shape_rules.register(_op_type, domain=ONNXNN_DOMAIN)(same_shape)
-    decompositions.register(_op_type, domain=ONNXNN_DOMAIN)(_decomposition)
-    value_blind_decompositions.mark(_op_type, domain=ONNXNN_DOMAIN)
-    gradient_rules.register(_op_type, domain=ONNXNN_DOMAIN)(_gradient)
+    return apply_op(op_type, (value, *operands), attributes, FORMULAS[op_type], domain=ONNXNN_DOMAIN)

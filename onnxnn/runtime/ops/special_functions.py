@@ -49,6 +49,7 @@ from ...ir import dtypes
 from ._common import Tensor, scalar_constant
 from . import comparison as _c
 from . import elementwise as _e
+from .derivative_formulas import derivative_formula, with_derivative_formula
 from .opmath import widened
 
 __all__ = [
@@ -227,6 +228,10 @@ def lgamma(input: Tensor) -> Tensor:
         >>> onnxnn.lgamma(onnxnn.tensor([0.5, 3.0]))
         tensor([0.5724, 0.6931])
     """
+    return with_derivative_formula("Lgamma", _lgamma(input.detach()), (input,))
+
+
+def _lgamma(input: Tensor) -> Tensor:
     x, out = _compute_dtype(input)
     if x.dtype is dtypes.float32:
         # float32 is computed in float64 and rounded once: in float32 the sums would cancel to an
@@ -268,15 +273,19 @@ def _digamma_asymptotic(y: Tensor) -> Tensor:
 
 
 def _zeta_asymptotic(s: int, y: Tensor) -> Tensor:
-    """The Hurwitz zeta ``zeta(s, y)`` for integer ``s >= 2`` and ``y >= 10 + s``: Euler-Maclaurin."""
-    power = y ** float(-s)
+    """The Hurwitz zeta ``zeta(s, y)`` for integer ``s >= 2`` and ``y >= 10 + s``: Euler-Maclaurin.
+
+    Factored by ``y^(1 - s)``, the leading term's power: ``y^-s`` alone is subnormal from about
+    ``y = 1e155`` for ``s = 2`` and loses the leading term's digits (trigamma(1e200) was 0, not 1e-200).
+    """
+    leading = y ** float(1 - s)
     inverse_square = 1.0 / (y * y)
     coefficients = [0.0]
     rising = Fraction(s)  # s (s + 1) ... (s + 2j - 2)
     for j, b in enumerate(_BERNOULLI, start=1):
         coefficients.append(float(b / math.factorial(2 * j) * rising))
         rising *= (s + 2 * j - 1) * (s + 2 * j)
-    return power * (y / (s - 1) + 0.5 + y * _horner(inverse_square, coefficients))
+    return leading * (1.0 / (s - 1) + 0.5 / y + _horner(inverse_square, coefficients))
 
 
 def _cot_derivative_polynomial(n: int) -> list[int]:
@@ -458,12 +467,17 @@ def _polygamma(n: int, x: Tensor) -> Tensor:
     reflected = (trig - positive) * float((-1) ** (n + 1))
     pole_value = math.nan if n == 0 else (-1) ** (n + 1) * math.inf
     result = _e.where(pole, pole_value, _e.where(reflect, reflected, positive))
+    tiny = x.abs() < float(np.finfo(x.dtype.numpy_dtype).tiny)
     if n == 0:
         # Below the smallest normal, psi(x) is -1/x (-gamma is far below its rounding): the
         # reflection's pi cot(pi x) overflows there against psi(1 - x), inf - inf, where PyTorch
         # gives the limit, +inf for negative subnormals; -inf at 0 and +inf at -0.0 too.
-        tiny = x.abs() < float(np.finfo(x.dtype.numpy_dtype).tiny)
-        result = _e.where(tiny, -1.0 / x, result)  # finite where unused: |1 / x| <= 4.5e307
+        return _e.where(tiny, -1.0 / x, result)  # finite where unused: |1 / x| <= 4.5e307
+    # There psi^(n) is n! / |x|^(n+1) > 1 / tiny^2 on the negative side, +inf, where the reflection
+    # gives inf - inf (the positive side and the zeros have their values already).
+    result = _e.where(tiny & (x < 0), math.inf, result)
+    if n == 1:
+        result = _e.where(x == math.inf, 0.0, result)  # PyTorch's trigamma; its higher orders give NaN
     return result
 
 
@@ -475,8 +489,8 @@ def digamma(input: Tensor) -> Tensor:
         >>> onnxnn.digamma(onnxnn.tensor([1.0]))
         tensor([-0.5772])
     """
-    x, out = _compute_dtype(input)
-    return _polygamma(0, _float64_if_float32(x)).to(out)
+    x, out = _compute_dtype(input.detach())
+    return with_derivative_formula("Digamma", _polygamma(0, _float64_if_float32(x)).to(out), (input,))
 
 
 def polygamma(n: int, input: Tensor) -> Tensor:
@@ -495,8 +509,25 @@ def polygamma(n: int, input: Tensor) -> Tensor:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
     if n >= 2**63:
         raise ValueError("Overflow when unpacking long long")  # PyTorch's argument parser: n is an int64
-    x, out = _compute_dtype(input)
-    return _polygamma(int(n), _float64_if_float32(x)).to(out)
+    x, out = _compute_dtype(input.detach())
+    value = _polygamma(int(n), _float64_if_float32(x)).to(out)
+    return with_derivative_formula("Polygamma", value, (input,), {"n": int(n)})
+
+
+# PyTorch's derivative formulas: each function's derivative is the next polygamma of the input.
+@derivative_formula("Lgamma", "LgammaBackward0")
+def _lgamma_gradient(ctx, g):
+    return None, g * digamma(ctx.input(1))
+
+
+@derivative_formula("Digamma", "DigammaBackward0")
+def _digamma_gradient(ctx, g):
+    return None, g * polygamma(1, ctx.input(1))
+
+
+@derivative_formula("Polygamma", "PolygammaBackward0")
+def _polygamma_gradient(ctx, g):
+    return None, g * polygamma(ctx.attrs["n"] + 1, ctx.input(1))
 
 
 def spherical_bessel_j0(input: Tensor) -> Tensor:
