@@ -84,10 +84,14 @@ def reduce_l2(xp, x, axes, keepdims):
 def reduce_mean(xp, x, axes, keepdims):
     total = _sum(xp, x, axes, keepdims, _accumulator(x))
     count = _count(x, axes)
+    if not count:
+        # ONNX leaves the mean of nothing undefined; onnxruntime gives 0 (the sum), and so do these
+        # kernels, so that an imported graph (an EmbeddingBag's empty bag) computes the same on both.
+        # onnxnn's own mean() records PyTorch's NaN explicitly (runtime/ops/reduce.py).
+        return total
     if x.dtype.kind in "iu":
         # Integer means truncate toward zero, as integer division does in ONNX.
-        return xp.trunc(total / count).astype(x.dtype) if count else total
-    # An empty reduction divides 0 by 0: nan, as in ONNX's reference.
+        return xp.trunc(total / count).astype(x.dtype)
     return total / x.dtype.type(count)
 
 

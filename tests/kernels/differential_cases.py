@@ -260,6 +260,8 @@ def _reduce(op_type, dtypes=FLOATS, low=-3.0, high=3.0):
             lambda d: op(op_type, make(shape, d, low, high), noop_with_empty_axes=1),
             dtypes[:1],
         ),
+        # Over no elements (ONNX leaves ReduceMean's undefined; both give onnxruntime's 0).
+        Case(f"{op_type}_empty_axis", op_type, lambda d: op(op_type, make((3, 0, 5), d, low, high), ints([1])), dtypes),
     ]
 
 

@@ -241,7 +241,7 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
 
 def recorded_mean(input: Tensor, dim, keepdim: bool, name: str) -> Tensor:
     """ReduceMean over ``dim`` (all dims when None) of a float tensor; NaN where it averages no element,
-    as PyTorch's 0/0 (onnxruntime's ReduceMean gives 0 there, onnxnn's kernels NaN)."""
+    as PyTorch's 0/0 (onnxruntime's ReduceMean and onnxnn's kernels give 0 there)."""
     result = _reduce("ReduceMean", input, dim, keepdim, name)
     if input.numel() == 0 and result.numel() != 0:
         return nan_everywhere(result, name)
