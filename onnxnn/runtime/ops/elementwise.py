@@ -157,9 +157,9 @@ def _pow_grad(ctx, g):
     # unused branch reads base 1 there: its own derivative (a second derivative's) is then 0, not NaN.
     constant = exponent == 0
     grad_base = where(constant, 0.0, g * exponent * where(constant, 1.0, base) ** (exponent - 1))
-    # d/d exponent of base**exponent is out * log(base); define it as 0 where base == 0, as PyTorch does.
-    safe_log = where(base > 0, log(where(base > 0, base, 1.0)), 0.0)
-    return grad_base, g * ctx.output() * safe_log
+    # d/d exponent is PyTorch's out * log(base): NaN for base < 0, 0 only where base == 0 and exponent >= 0.
+    zero = (base == 0) & (exponent >= 0)  # log(1) there: the unused branch's derivative is then 0, not NaN
+    return grad_base, g * where(zero, 0.0, ctx.output() * log(where(zero, 1.0, base)))
 
 
 @gradient_rules.register("Neg")
@@ -578,15 +578,14 @@ def _clamp_to_tensors(input: Tensor, low, high) -> Tensor:
     """``clamp`` with a tensor bound: the values of ``minimum(maximum(input, low), high)``, and the
     gradient of PyTorch's rule, which gives it to ``input`` where it lies inside the bounds (ends
     included), else to the bound that was taken, and to none on a NaN or where low == high."""
-    plain = input
-    if low is not None:
-        plain = maximum(plain, low)
+    plain = input if low is None else maximum(input, low)
     if high is not None:
         plain = minimum(plain, high)
     result = plain.detach()
     if high is not None:
         taken = input > high if low is None else (input > high) | (high < low)
-        result = where(taken, high, result)
+        # A NaN low makes ``plain`` NaN: the value stays NaN there, its gradient still to ``high`` (PyTorch's).
+        result = where(taken, where(result != result, high + result, high), result)
     if low is not None:
         taken = input < low if high is None else (input < low) & (low < high)
         result = where(taken, low, result)

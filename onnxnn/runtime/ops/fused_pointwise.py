@@ -25,13 +25,22 @@ def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
     ``end`` itself. float16/bfloat16 compute in float32 and round once, as PyTorch's kernel does.
     """
     _check_lerp_dtypes(input, end, weight)
+    if isinstance(weight, Tensor) and weight.dim() == 0:
+        # PyTorch promotes a 0-d weight with the operands: a float64 one beside float32 tensors reads
+        # as float32; with 0-d operands too, the result is float64.
+        common = dtypes.result_type([(operand.dtype, operand.dim()) for operand in (input, end, weight)])
+        input, end, weight = input.to(common), end.to(common), weight.to(common)
     start, stop = widened(input), widened(end)
     difference = _e.sub(stop, start)
     if isinstance(weight, Tensor):
         w = widened(weight)
-        near_start = _e.add(start, _e.mul(w, difference))
-        near_end = _e.sub(stop, _e.mul(difference, _e.sub(1.0, w)))
-        result = _e.where(_c.lt(_e.abs(w.detach()), 0.5), near_start, near_end)
+        near = _c.lt(_e.abs(w.detach()), 0.5)
+        # Each side reads the weight only where it is taken (0 and 1 elsewhere): the side not taken gets
+        # a zero gradient, and a zero times an infinite difference or 1 - w would add NaN to PyTorch's
+        # gradients (grad * (1 - w), grad * w, grad * (end - start)).
+        near_start = _e.add(start, _e.mul(_e.where(near, w, 0.0), difference))
+        near_end = _e.sub(stop, _e.mul(difference, _e.sub(1.0, _e.where(near, 1.0, w))))
+        result = _e.where(near, near_start, near_end)
     else:
         # The weight as the kernel holds it (in the dtype it computes in), and 1 - weight in that dtype.
         computed = start.dtype.numpy_dtype
@@ -44,13 +53,13 @@ def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
 
 
 def _check_lerp_dtypes(input: Tensor, end: Tensor, weight) -> None:
-    """PyTorch's lerp takes float tensors of one dtype (a tensor weight too)."""
+    """PyTorch's lerp takes float tensors of one dtype (a tensor weight too, unless it is 0-d)."""
     if not input.dtype.is_floating_point:
         raise NotImplementedError(
             f"\"lerp_kernel_scalar\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'"
         )
     for name, operand in (("end", end), ("weight", weight)):
-        if isinstance(operand, Tensor) and operand.dtype is not input.dtype:
+        if isinstance(operand, Tensor) and operand.dtype is not input.dtype and (name == "end" or operand.dim()):
             raise RuntimeError(
                 f"expected dtype {_c_type_name(input.dtype)} for `{name}` but got dtype {_c_type_name(operand.dtype)}"
             )

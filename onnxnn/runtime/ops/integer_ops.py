@@ -6,7 +6,8 @@ each step a Mod guarded by Where. The shifts use ONNX BitShift, which is defined
 integers only: signed values are reinterpreted as unsigned of their width (Cast wraps), and a right
 shift of a negative value is ``~((~a) >> b)``, PyTorch's arithmetic shift. ``frexp`` and ``nextafter``
 read the exponent from ``log2`` and correct it by one where rounding put it off, so every result is
-exact. None of these has a gradient except frexp's mantissa (``grad / 2^exponent``, as PyTorch's).
+exact. None of these has a gradient except frexp's mantissa (``grad / 2^exponent``, as PyTorch's) and
+nextafter's ``input`` (the gradient passed on where ``input != other``, as PyTorch's).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ._common import Tensor, apply_op, broadcast_values, check_tensor_operands, 
 from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
-from .pointwise import bitwise_not
+from .pointwise import bitwise_not, signbit
 
 __all__ = ["gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "nextafter"]
 
@@ -207,8 +208,9 @@ _LARGEST = {
 def nextafter(input: Tensor, other: Tensor) -> Tensor:
     """The next representable value after ``input`` toward ``other`` (``other`` itself when equal).
 
-    Computed in float64, where ``input`` plus or minus its spacing in its own dtype is exact.
-    Not differentiable (PyTorch has no derivative for it).
+    Computed in float64, where ``input`` plus or minus its spacing in its own dtype is exact. The
+    gradient is PyTorch's (NextafterBackward0): passed to ``input`` where ``input != other`` (but 0
+    from an infinite ``input`` to a finite value), zeros to ``other``.
     """
     (a, b), result = promote_operands([input, other])
     if not result.is_floating_point:
@@ -230,4 +232,26 @@ def nextafter(input: Tensor, other: Tensor) -> Tensor:
     moved = _e.where(_c.isinf(x), _e.sign(x) * largest, moved)  # from +-inf toward anything: the largest finite
     same = _c.eq(x, y)
     nan = _c.logical_or(_c.isnan(x), _c.isnan(y))
-    return _e.where(nan, math.nan, _e.where(same, y, moved)).to(result)
+    value = _e.where(nan, math.nan, _e.where(same, y, moved))
+    if a._requires_grad or b._requires_grad:
+        value = _with_gradient_to_input(value, a.to(dtypes.float64), b.to(dtypes.float64))
+    return value.to(result)
+
+
+def _with_gradient_to_input(value: Tensor, x: Tensor, y: Tensor) -> Tensor:
+    """``value`` (computed from ``x`` and ``y`` detached) with PyTorch's nextafter gradient: ``x``'s
+    passed on where ``x != y`` (0 where they are equal), zeros for ``y``.
+
+    ``x + (value - x)`` is ``value`` exactly for a finite x, its neighbour (the difference is one
+    spacing); a -0.0 value is ``-(-x - (value - x))``, as the sum would round it to +0.0. From an
+    infinite x to the largest finite value the sum is inf - inf: the value is taken as it is there,
+    and x's gradient is 0 (PyTorch's is the gradient; no sum of standard ops carries it).
+    """
+    step = _e.sub(value, x.detach())
+    # The -0.0 second: onnxruntime's Where makes one taken from its first input +0.0.
+    moved = _e.where(_c.logical_not(signbit(value)), _e.add(x, step), _e.neg(_e.sub(_e.neg(x), step)))
+    unreachable = _c.logical_and(_c.isinf(x.detach()), _c.isfinite(value))
+    passed = _e.where(_c.logical_and(_c.ne(x.detach(), y.detach()), _c.logical_not(unreachable)), moved, value)
+    # ``y`` joins the graph through a Where that never takes it: its gradient is zeros, as PyTorch's.
+    nowhere = Tensor._full((), False, dtypes.bool, value.device)
+    return _e.where(nowhere, y, passed)
