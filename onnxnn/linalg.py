@@ -105,6 +105,7 @@ pinv = _jacobi.pinv
 matrix_rank = _jacobi.matrix_rank
 
 _SVD_ORDERS = (2, -2, "nuc")
+_COND_ORDERS = (None, 2, -2, 1, -1, float("inf"), -float("inf"), "fro", "nuc")
 
 
 def cond(A: Tensor, p=None) -> Tensor:
@@ -115,10 +116,16 @@ def cond(A: Tensor, p=None) -> Tensor:
     inf for a singular A (whose inverse PyTorch fills with inf; here: an inverse not all finite) and
     where the product is NaN (``0 * inf``).
     """
-    if p in (None, 2, -2):
-        return _jacobi.svd_cond(A, p)
+    if p not in _COND_ORDERS:
+        raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
     if A.dim() < 2:
         raise RuntimeError("linalg.cond: The input tensor must have at least 2 dimensions.")
+    if isinstance(p, str):  # PyTorch checks the shape before the emptiness for these two only
+        _lu.check_matrix(f"linalg.cond(ord={p})", A)
+    if A.numel() == 0:
+        return A.new_zeros(tuple(A.shape[:-2]))  # numpy leaves it undefined; PyTorch's is 0
+    if p in (None, 2, -2):
+        return _jacobi.svd_cond(A, p)
     _lu.check_matrix(f"linalg.cond(ord={p})", A)
     if p == "nuc":
         S = svdvals(A)
@@ -219,6 +226,16 @@ def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
 @outside_autocast("MatMul")
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     """``torch.linalg.vecdot``: the dot product of vectors along ``dim`` (real dtypes: no conjugation)."""
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(
+            "linalg.vecdot: Expected a floating point or complex tensor as input. Got "
+            + dtypes.scalar_type_name(x.dtype)
+        )
+    if x.dtype is not y.dtype:
+        raise RuntimeError(
+            f"linalg.vecdot: Expected x and y to have the same dtype, but found x of type "
+            f"{dtypes.scalar_type_name(x.dtype)} and y of type {dtypes.scalar_type_name(y.dtype)} instead"
+        )
     return (x * y).sum(dim)
 
 
@@ -252,18 +269,43 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:
     """``torch.linalg.vander``: increasing powers ``x**0 .. x**(N-1)`` of the last dim of x as columns."""
     if x.dim() < 1:
         raise RuntimeError("linalg.vander: x must have at least one dimension")
+    if x.dtype in (dtypes.bool, dtypes.float16, dtypes.bfloat16):
+        raise RuntimeError(
+            "linalg.vander supports floating point, complex, and integer tensors, but got "
+            + dtypes.scalar_type_name(x.dtype)
+        )
     N = x.shape[-1] if N is None else N
     if N < 2:
         raise RuntimeError("N must be greater than 1.")
+    if not x.dtype.is_floating_point:
+        x = x.to(dtypes.int64)  # PyTorch's powers are a cumulative product: integers in int64
     powers = [x.new_ones(tuple(x.shape)), x]
     for _ in range(2, N):
         powers.append(powers[-1] * x)
     return _ops.stack(powers[:N], -1)
 
 
+def _check_norm_dtype(name: str, x: Tensor, dtype) -> None:
+    """PyTorch's checks of a norm's ``dtype=``: a floating input, computed in a dtype it promotes to."""
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(
+            f"{name}: Expected a floating point or complex tensor as input. Got {dtypes.scalar_type_name(x.dtype)}"
+        )
+    if not dtype.is_floating_point:
+        raise RuntimeError(
+            f"{name}: dtype should be floating point or complex, but got {dtypes.scalar_type_name(dtype)}"
+        )
+    if dtypes.promote_types(x.dtype, dtype) is not dtype:
+        raise RuntimeError(
+            f"{name}: the dtype of the input ({dtypes.scalar_type_name(x.dtype)}) should be convertible without "
+            f"narrowing to the specified dtype ({dtypes.scalar_type_name(dtype)})"
+        )
+
+
 def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """``torch.linalg.vector_norm``: the ``ord``-norm of x flattened (``dim=None``) or along ``dim``."""
     if dtype is not None:
+        _check_norm_dtype("linalg.vector_norm", x, dtype)
         x = x.to(dtype)
     return _ops.norm(x, ord, dim, keepdim)
 
@@ -273,9 +315,12 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
     absolute column/row sum); ``2``/``-2``/``'nuc'`` (largest, smallest, sum of the singular values)."""
     if A.dim() < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
-    if dtype is not None:
-        A = A.to(dtype)
     rows, columns = _ops.normalize_axes(list(dim), A.dim())
+    if rows == columns:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({rows}, {columns})")
+    if dtype is not None:
+        _check_norm_dtype("linalg.matrix_norm", A, dtype)
+        A = A.to(dtype)
     if ord in _SVD_ORDERS:
         return _jacobi.svd_matrix_norm(A, ord, (rows, columns), keepdim)
     if ord == "fro":
@@ -297,6 +342,8 @@ def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) ->
     or a 2-D input); with ``ord=None`` and ``dim=None``, the 2-norm of the flattened input."""
     if isinstance(dim, int):
         dim = (dim,)
+    if dim is not None and len(dim) not in (1, 2):
+        raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got {list(dim)}")
     if ord is None:
         return vector_norm(A, 2, dim, keepdim, dtype=dtype)
     if dim is None:

@@ -121,8 +121,12 @@ def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     X G_B^T) L`` (``-U (...)`` when ``upper``), L taken whole: the other triangle gets a gradient too,
     as if the product ``L L^T`` had been formed from all of L.
     """
-    check_matrix("torch.cholesky_solve", B, square=False, argument="b", rank_style="input", floating=False)
-    check_matrix("torch.cholesky_solve", L, argument="A", rank_style="input", floating=False)
+    # half_precision=True: every dtype passes here, as the dtypes are checked below in PyTorch's order
+    # (the same dtype, then the kernel's NotImplementedError)
+    check_matrix(
+        "torch.cholesky_solve", B, square=False, argument="b", rank_style="input", floating=False, half_precision=True
+    )
+    check_matrix("torch.cholesky_solve", L, argument="A", rank_style="input", floating=False, half_precision=True)
     if B.dtype is not L.dtype:
         raise RuntimeError(
             f"Expected b and A to have the same dtype, but found b of type {torch_dtype_name(B.dtype)} "

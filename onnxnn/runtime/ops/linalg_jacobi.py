@@ -39,7 +39,7 @@ from .linalg_lu import (
     symmetric_gradient,
     torch_dtype_name,
 )
-from .linalg_qr import linalg_qr
+from .linalg_qr import linalg_qr, power_of_two_scale
 from .reduce import MATRIX_NORMS, root
 from .shape import cat
 from .sorting import topk
@@ -150,10 +150,12 @@ def _thin_svd(A: Tensor) -> tuple:
     if m < n:
         U, S, V = _thin_svd(A.mT)
         return V, S, U
-    scaled, V = _one_sided_jacobi(A)
-    S = root((scaled * scaled).sum(-2), 2)  # column norms: the singular values (gradient 0 where 0)
-    safe = where(S.eq(0.0), constant_like(1.0, A), S)
-    U = scaled / safe.unsqueeze(-2)
+    # The rotations run on A scaled by a power of two (exact), as they take fourth powers of its entries
+    scale = power_of_two_scale(A)
+    rotated, V = _one_sided_jacobi(A * scale)
+    norms = root((rotated * rotated).sum(-2), 2)  # column norms: the singular values (gradient 0 where 0)
+    U = rotated / where(norms.eq(0.0), constant_like(1.0, A), norms).unsqueeze(-2)
+    S = norms / scale.squeeze(-1)
     S, (U, V) = _sorted_columns(S, [U, V], descending=True)
     U = _orthonormalized(U)
     if grad_wanted(A):
@@ -189,6 +191,14 @@ def _complete_basis(U: Tensor) -> Tensor:
     return cat([U, Q.narrow(-1, k, m - k)], -1)
 
 
+def _check_no_driver(driver) -> None:
+    """PyTorch's refusal of ``driver=`` (cuSOLVER's choice of algorithm) for inputs not on CUDA."""
+    if driver is not None:
+        raise RuntimeError(
+            "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER backend."
+        )
+
+
 @outside_autocast("linalg_svd")
 def linalg_svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None) -> LinalgSvdResult:
     """``torch.linalg.svd``: ``A = U diag(S) Vh``, S descending, by one-sided Jacobi rotations.
@@ -200,6 +210,7 @@ def linalg_svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = No
         tensor([6.7082, 2.2361])
     """
     check_matrix("linalg.svd", A, square=False, kernel="linalg_svd_cpu")
+    _check_no_driver(driver)
     U, S, V = _thin_svd(A)
     if full_matrices:
         U, V = _complete_basis(U), _complete_basis(V)
@@ -210,6 +221,7 @@ def linalg_svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = No
 def svdvals(A: Tensor, *, driver: str | None = None) -> Tensor:
     """``torch.linalg.svdvals``: the singular values, descending."""
     check_matrix("linalg.svd", A, square=False, kernel="linalg_svd_cpu")
+    _check_no_driver(driver)
     return _thin_svd(A)[1]
 
 
@@ -234,9 +246,11 @@ def svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> SvdResult:
 
 
 def _symmetric_jacobi(A: Tensor) -> tuple:
-    """Eigenvalues (..., n) and eigenvectors (..., n, n) of the symmetric A, by two-sided Jacobi."""
+    """Eigenvalues (..., n) and eigenvectors (..., n, n) of the symmetric A, by two-sided Jacobi, run on A
+    scaled by a power of two (exact), as the rotations square its entries."""
     n = A.shape[-1]
-    work, V = A, None
+    scale = power_of_two_scale(A)
+    work, V = A * scale, None
     schedule = [_Round(pairs, n, A) for pairs in _rounds(n)]
     for _ in range(_sweeps(A)):
         for round_ in schedule:
@@ -244,7 +258,7 @@ def _symmetric_jacobi(A: Tensor) -> tuple:
             work = matmul(matmul(rotation.mT, work), rotation)
             V = rotation if V is None else matmul(V, rotation)
     V = V if V is not None else eye_like(n, A).expand(tuple(A.shape))
-    return work.diagonal(0, -2, -1), V
+    return work.diagonal(0, -2, -1) / scale.squeeze(-1), V
 
 
 def _symmetric_from(A: Tensor, UPLO: str) -> Tensor:
@@ -283,14 +297,26 @@ def _default_rtol(A: Tensor) -> float:
 
 def _tolerance(magnitudes: Tensor, atol, rtol, A: Tensor) -> Tensor:
     """PyTorch's ``max(atol, rtol * sigma_max)`` over singular values (or eigenvalue magnitudes) (..., k),
-    rtol defaulting to eps * max(m, n) when neither is given."""
+    rtol defaulting to eps * max(m, n), or to 0 where atol is positive. atol and rtol are numbers or
+    tensors broadcasting against the batch dims (one tolerance per matrix)."""
     if rtol is None:
-        rtol = _default_rtol(A) if atol is None or (isinstance(atol, (int, float)) and atol <= 0) else 0.0
+        default = _default_rtol(A)
+        if isinstance(atol, Tensor):
+            rtol = where(atol.gt(0), constant_like(0.0, A), constant_like(default, A))
+        else:
+            rtol = default if atol is None or atol <= 0 else 0.0
     largest = magnitudes.amax(-1, keepdim=True) if magnitudes.shape[-1] else magnitudes.sum(-1, keepdim=True)
-    tolerance = largest * rtol
+    tolerance = largest * _per_matrix(rtol, A)
     if atol is not None:
-        tolerance = tolerance.maximum(atol if isinstance(atol, Tensor) else constant_like(float(atol), A))
+        tolerance = tolerance.maximum(_per_matrix(atol, A))
     return tolerance  # (..., 1)
+
+
+def _per_matrix(value, A: Tensor) -> Tensor:
+    """A tolerance against values (..., k): a number, or a tensor over the batch dims given a last dim of 1."""
+    if isinstance(value, Tensor):
+        return value.to(A.dtype).unsqueeze(-1)
+    return constant_like(float(value), A)
 
 
 def _reciprocal_above(values: Tensor, keep: Tensor, like: Tensor) -> Tensor:

@@ -30,7 +30,7 @@ from ...errors import LinAlgError
 from ...ir import dtypes
 from ...ir.graph import static_constant
 from ..grad_mode import is_grad_enabled
-from ._common import Tensor
+from ._common import Tensor, with_zero_gradients
 from .elementwise import where
 from .linalg import matmul
 from .linalg_solve import solve
@@ -233,7 +233,7 @@ def _lu_steps(A: Tensor, pivot: bool = True):
         info = step_info if info is None else where(info.eq(0), step_info, info)
     if not pivot or steps == 0:
         batch = tuple(A.shape[:-2])
-        identity = eye_like(m, A)
+        identity = eye_like(m, A).expand(batch + (m, m))  # one per matrix, as PyTorch's P
         pivot_rows = constant_like(np.broadcast_to(np.arange(steps), batch + (steps,)), A, dtypes.int64)
         sign = constant_like(np.ones(batch + (steps,)), A)
         info = info if info is not None else constant_like(np.zeros(batch), A, dtypes.int32)
@@ -310,7 +310,9 @@ def _permutation_from_pivots(pivots: Tensor, m: int, like: Tensor) -> Tensor:
     for j in range(pivots.shape[-1]):
         swap = row_swap(m, j, targets.narrow(-1, j, 1), like)
         permutation = swap if permutation is None else matmul(swap, permutation)
-    return permutation if permutation is not None else eye_like(m, like)
+    if permutation is None:  # no pivots (min(m, n) == 0): an identity per matrix, as PyTorch's
+        return eye_like(m, like).expand(tuple(like.shape[:-2]) + (m, m))
+    return permutation
 
 
 @outside_autocast()
@@ -383,8 +385,8 @@ def logdet(A: Tensor) -> Tensor:
 def substitute(T: Tensor, B: Tensor, upper: bool, unit: bool) -> Tensor:
     """``T^-1 B`` for triangular T (..., n, n) and B (..., n, k), one row of the solution per step."""
     n = T.shape[-1]
-    if n == 0:
-        return B
+    if n == 0:  # nothing to solve: T's gradient is empty zeros, as PyTorch's, rather than none
+        return with_zero_gradients(B, (T,), "LinalgSolveTriangularBackward0")
     solved: dict = {}
     order = range(n - 1, -1, -1) if upper else range(n)
     for i in order:
@@ -414,7 +416,7 @@ def broadcast_batches(A: Tensor, B: Tensor) -> tuple:
 def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False) -> Tensor:
     """``torch.linalg.solve_triangular``: X with ``A X = B`` (``X A = B`` when not ``left``), reading only
     the triangle of A that ``upper`` names (its diagonal taken as ones when ``unitriangular``)."""
-    check_matrix("linalg.solve_triangular", A, kernel="triangular_solve_cpu")
+    check_matrix("linalg.solve_triangular", A, kernel="triangular_solve_cpu", floating=False)
     check_matrix("linalg.solve_triangular", B, square=False, argument="B")
     if B.dtype is not A.dtype:
         B = B.to(A.dtype)  # as PyTorch's: the result has A's dtype

@@ -18,7 +18,7 @@ from collections import namedtuple
 import numpy as np
 
 from ...ir import dtypes
-from ._common import Tensor
+from ._common import Tensor, with_zero_gradients
 from .elementwise import where
 from .linalg import matmul
 from .linalg_lu import (
@@ -39,6 +39,27 @@ QRResult = namedtuple("qr", ["Q", "R"])
 GeqrfResult = namedtuple("geqrf", ["a", "tau"])
 
 
+def power_of_two_scale(A: Tensor) -> Tensor:
+    """A power of two s (..., 1, 1) per matrix of A (..., m, n) bringing its largest finite magnitude to
+    about 1, for the factorizations that square entries (Householder column norms; Jacobi rotations, which
+    take fourth powers): unscaled, float32 entries past about 1e10 or below 1e-12 overflow or underflow there.
+
+    ``s A`` is exact (only exponents change; an entry more than 2^120 below the largest may round, far
+    below the largest's precision), so a result scaled back is A's to rounding. s is detached (a
+    constant to the gradient), kept a normal number of A's dtype, and 1 for a matrix with no nonzero
+    finite entry.
+    """
+    if A.shape[-2] == 0 or A.shape[-1] == 0:
+        return constant_like(np.ones((1, 1)), A)
+    magnitudes = A.detach().abs()
+    finite = magnitudes.lt(math.inf)  # not inf, not NaN
+    largest = where(finite, magnitudes, constant_like(0.0, A)).amax((-2, -1), keepdim=True)
+    exponent = (where(largest.gt(0.0), largest, constant_like(1.0, A)).log() / math.log(2.0)).floor()
+    info = np.finfo(A.dtype.numpy_dtype)
+    exponent = exponent.clamp(-(info.maxexp - 1), -info.minexp)  # 2^-exponent normal, never 0 or inf
+    return constant_like(0.5, A).pow(exponent)
+
+
 def _householder(A: Tensor, pivot: bool = False) -> tuple:
     """Householder triangularization of A (..., m, n), with column pivoting when ``pivot`` (LAPACK's
     ``geqp3``: each step first swaps in the column of largest norm in the rows not yet reduced, so
@@ -46,10 +67,15 @@ def _householder(A: Tensor, pivot: bool = False) -> tuple:
 
     Returns ``(R (..., m, n) upper trapezoidal, reflectors (..., m, k) with v[j] = 1 and zeros above,
     tau (..., k), P)``: ``A P = Q R`` with P (..., n, n) the column permutation when pivoting, else None.
+    The steps run on A scaled by a power of two (the reflectors, tau and P do not depend on it; R is
+    scaled back), so that the column norms neither overflow nor underflow.
     """
     m, n = A.shape[-2], A.shape[-1]
     rows, columns = np.arange(m), np.arange(n)
-    work, permutation = A, None
+    if min(m, n) == 0:
+        return A, A.new_zeros(tuple(A.shape[:-2]) + (m, 0)), A.new_zeros(tuple(A.shape[:-2]) + (0,)), None
+    scale = power_of_two_scale(A)
+    work, permutation = A * scale, None
     vectors, taus = [], []
     for j in range(min(m, n)):
         if pivot:
@@ -77,14 +103,14 @@ def _householder(A: Tensor, pivot: bool = False) -> tuple:
         work = work - (tau * v).unsqueeze(-1) * projection
         vectors.append(v)
         taus.append(tau.squeeze(-1))
-    if not vectors:
-        return A, A.new_zeros(tuple(A.shape[:-2]) + (m, 0)), A.new_zeros(tuple(A.shape[:-2]) + (0,)), permutation
-    return work.triu(), stack(vectors, -1), stack(taus, -1), permutation
+    return work.triu() / scale, stack(vectors, -1), stack(taus, -1), permutation
 
 
 def _q_from_reflectors(vectors: Tensor, tau: Tensor, m: int, like: Tensor) -> Tensor:
     """``Q = H_0 H_1 ... H_{k-1}`` (..., m, m) from reflectors (..., m, k) and tau (..., k)."""
     Q = eye_like(m, like).expand(tuple(vectors.shape[:-2]) + (m, m))
+    if vectors.shape[-1] == 0:  # no reflectors: their (empty) gradients are zeros, as PyTorch's, rather than none
+        return with_zero_gradients(Q, (vectors, tau), "LinalgHouseholderProductBackward0")
     for j in range(vectors.shape[-1]):
         v = vectors.select(-1, j).unsqueeze(-1)  # (..., m, 1)
         t = tau.narrow(-1, j, 1).unsqueeze(-1)  # (..., 1, 1)
@@ -187,6 +213,10 @@ def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpos
     size = other.shape[-2] if left else other.shape[-1]
     if size != m:
         raise RuntimeError(f"torch.ormqr: other.shape[{-2 if left else -1}] must be equal to input.shape[-2]")
+    if tau.shape[-1] != min(size, input.shape[-1]):
+        raise RuntimeError(
+            f"torch.ormqr: tau.shape[-1] must be equal to min(other.shape[{-2 if left else -1}], input.shape[-1])"
+        )
     Q = _q_from_reflectors(_reflectors_of(input, tau.shape[-1]), tau, m, input)
     if transpose:
         Q = Q.mT
@@ -291,6 +321,8 @@ def matrix_exp(A: Tensor) -> Tensor:
     if A.dtype not in (dtypes.float32, dtypes.float64):  # PyTorch takes half precision too: computed in float32
         return matrix_exp(A.to(dtypes.float32)).to(A.dtype)
     n = A.shape[-1]
+    if n == 0:
+        return A.clone()  # the exponential of an empty matrix is empty
     norm = A.abs().sum(-2).amax(-1, keepdim=True).unsqueeze(-1)  # (..., 1, 1): the 1-norm
     log_norm = (norm.detach() + constant_like(1e-300 if A.dtype.name == "float64" else 1e-30, A)).log()
     squarings = (log_norm / math.log(2.0)).ceil().clamp(0, _MAX_SQUARINGS)  # (..., 1, 1)
