@@ -61,7 +61,9 @@ from .runtime.ops import mvlgamma as multigammaln  # noqa: F401
 from .runtime.ops import igamma as gammainc  # noqa: F401
 from .runtime.ops import igammac as gammaincc  # noqa: F401
 from .runtime.ops.opmath import float_operands as _float_operands
-from .runtime.ops.pointwise import positive_zero_at as _positive_zero_at
+from .runtime.ops.derivative_formulas import derivative_formula as _derivative_formula
+from .runtime.ops.derivative_formulas import with_derivative_formula as _with_derivative_formula
+from .runtime.ops.derivative_formulas import x_log_gradients as _x_log_gradients
 from .runtime.tensor import Tensor
 
 __all__ = [
@@ -213,15 +215,18 @@ def entr(input: Tensor) -> Tensor:
 def xlog1py(input, other) -> Tensor:
     """``x log1p(y)``, 0 where ``x == 0`` (unless y is NaN); either operand may be a Python number.
 
-    The gradient is PyTorch's: ``d/dx = log1p(y)`` also at ``x == 0`` (0 there where ``y <= -1``) and
-    ``d/dy = x / (1 + y)``.
+    The gradient is PyTorch's formula: ``d/dx = log1p(y)``, also at ``x == 0`` (+inf at ``y = inf``)
+    except 0 there where ``y <= -1``, and ``d/dy = x / (1 + y)``, NaN at ``(0, -1)``.
     """
     # Straight to the float dtype, as xlogy: each operand converts from its own dtype (a 0-d int64
     # 300 beside a uint8 tensor stays 300 rather than wrapping in the integer common dtype).
-    (x, y), _ = _float_operands([input, other])
-    at_zero = _ops.eq(x, 0)
-    # The product is 0 at x == 0 by itself once log1p(y) is finite: log1p(0) where y <= -1
-    # (log1p(-1) = -inf, log1p(-2) = NaN); a where on the result would cut d/dx there.
-    product = _positive_zero_at(at_zero, _ops.mul(x, _ops.log1p(_ops.where(at_zero & _ops.le(y, -1), 0.0, y))))
-    # 0 * log1p(inf) alone stays NaN.
-    return _ops.where(at_zero & _ops.eq(y, float("inf")), 0.0, product)
+    operands, _ = _float_operands([input, other])
+    x, y = (operand.detach() for operand in operands)
+    # A literal +0 where x == 0 (0 * log1p(y) is -0, NaN or -0 * log1p(y) otherwise); y == y: not NaN.
+    value = _ops.where((x == 0) & (y == y), 0.0, _ops.mul(x, _ops.log1p(y)))
+    return _with_derivative_formula("Xlog1py", value, tuple(operands))
+
+
+@_derivative_formula("Xlog1py", "SpecialXlog1PyBackward0")
+def _xlog1py_gradient(ctx, g):
+    return _x_log_gradients(ctx, g, xlog1py, 1)

@@ -480,7 +480,9 @@ def _same(x):
 kernels.register_direct("Identity", _named(_same, "Identity"))
 
 
-@kernels.register("Hypot", "Atan2", "Lgamma", "Digamma", "Polygamma", domain=ONNXNN_DOMAIN, types=FLOATING)
+@kernels.register(
+    "Hypot", "Atan2", "Lgamma", "Digamma", "Polygamma", "Xlogy", "Xlog1py", domain=ONNXNN_DOMAIN, types=FLOATING
+)
 def formula_value(xp, inputs, attrs):
     """The value input passed on: onnxnn's derivative-formula nodes (runtime/ops/derivative_formulas.py)
     follow composites computed before the node, which is there for its gradient rule."""

@@ -196,8 +196,8 @@ ROWS = np.array([[0.0, 1.0], [2.0, 3.0], [2.0, 3.0]])
         (lambda x: x.std(), [[1.5, 1.5]], [[0.0, 0.0]]),
         (lambda x: x.norm(p=3), [[0.0, 0.0]], [[0.0, 0.0]]),
         (lambda x: onnxnn.cdist(x, x), [ROWS], [_cdist_self_gradient(ROWS)]),
-        # xlogy: d/dx = log(y), 0 where x == 0 and y <= 0; d/dy = x / y.
-        (onnxnn.xlogy, [[0.0, 0.0, 1.0], [3.0, 0.0, 2.0]], [[np.log(3.0), 0.0, np.log(2.0)], [0.0, 0.0, 0.5]]),
+        # xlogy: d/dx = log(y), 0 where x == 0 and y <= 0; d/dy = x / y (NaN at 0 / 0).
+        (onnxnn.xlogy, [[0.0, 0.0, 1.0], [3.0, 0.0, 2.0]], [[np.log(3.0), 0.0, np.log(2.0)], [0.0, NAN, 0.5]]),
         # maximum/minimum: both inputs take the gradient beside a NaN; a tie halves it.
         (onnxnn.maximum, [[1.0, 2.0, 3.0], [NAN, 0.0, 3.0]], [[1.0, 1.0, 0.5], [1.0, 0.0, 0.5]]),
         (onnxnn.minimum, [[1.0, 2.0, 3.0], [NAN, 0.0, 3.0]], [[1.0, 0.0, 0.5], [1.0, 1.0, 0.5]]),

@@ -1,5 +1,5 @@
 """Composites whose gradient is PyTorch's derivative formula: onnxnn's ``Hypot``, ``Atan2``,
-``Lgamma``, ``Digamma`` and ``Polygamma`` ops.
+``Lgamma``, ``Digamma``, ``Polygamma``, ``Xlogy`` and ``Xlog1py`` ops.
 
     Hypot(H, X, Y) -> H        Atan2(A, Y, X) -> A        Lgamma(L, X) -> L    (and so on)
 
@@ -13,7 +13,10 @@ PyTorch's formula (``derivatives.yaml``) recorded as ops:
 - hypot: ``G * X / H`` and ``G * Y / H``, H the node's output;
 - atan2: ``G * X / (X^2 + Y^2)`` and ``-G * Y / (X^2 + Y^2)``, 0 at the origin;
 - lgamma, digamma, polygamma(n): ``G`` times digamma, polygamma(1), polygamma(n + 1) of X
-  (registered by ``special_functions``, which computes those).
+  (registered by ``special_functions``, which computes those);
+- xlogy, xlog1py: ``xlogy(G, Y)``, 0 where ``X == 0`` and ``Y <= 0``, and ``G * X / Y`` (xlog1py's
+  with ``-1`` and ``Y + 1``), registered beside the functions (``pointwise``, ``onnxnn.special``)
+  through ``x_log_gradients``.
 
 Differentiating the composites instead goes wrong beyond the first derivative: hypot's Max and Min
 split the gradient where ``|X| == |Y|``, so the recorded function is linear there and its second
@@ -21,7 +24,9 @@ derivatives are 0; atan2's ``atan(Y / X)`` has a second derivative that is the d
 terms of order ``1 / X``, which cancel near the Y axis (all digits in float64 at ``X = 1e-8``). The
 formulas are well-conditioned, and so is each higher derivative, which differentiates them. The
 gamma functions' composites have no usable derivative at their poles and at infinities (a Where's
-branches, a reflection's ``inf - inf``: NaN), where the formulas give PyTorch's infinities.
+branches, a reflection's ``inf - inf``: NaN), where the formulas give PyTorch's infinities. xlogy's
+Where at ``X == 0`` cuts d/dX there (PyTorch's is ``log(Y)``, +inf at ``Y = inf``) and its d/dY is
+0 where PyTorch's ``X / Y`` is NaN (``Y = 0``) or a signed zero.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from . import elementwise as _e
 from ._common import same_shape, static_scalar
 from .training import node_emitter
 
-__all__ = ["derivative_formula", "hypot_of", "with_derivative_formula"]
+__all__ = ["derivative_formula", "hypot_of", "with_derivative_formula", "x_log_gradients"]
 
 # op_type -> PyTorch's name of its backward node (the op's gradient rule is in ``gradient_rules``).
 FORMULAS: dict[str, str] = {}
@@ -115,6 +120,23 @@ def _atan2_gradient(ctx, g):
         negated = apply_op("Neg", (apply_op("Div", (y, divisor)),))
         x_gradient = apply_op("Div", (apply_op("Mul", (g, negated)), divisor))
     return None, y_gradient, x_gradient
+
+
+def x_log_gradients(ctx, g, x_log: Callable, shift: float) -> tuple:
+    """PyTorch's xlogy and xlog1py formulas, ``x_log`` the function and ``shift`` 0 or 1:
+    ``x_log(grad, other)`` made 0 where ``self == 0`` and ``other <= -shift``, and
+    ``grad * self / (other + shift)``.
+
+    ``x_log`` records its own formula node, so that the second derivatives are PyTorch's too.
+    """
+    x, y = ctx.input(1), ctx.input(2)
+    x_gradient = y_gradient = None
+    if ctx.needs_input_grad(1):
+        outside_domain = _c.logical_and(_c.eq(x, 0), _c.le(y, -shift))
+        x_gradient = _e.where(outside_domain, 0.0, x_log(g, y))
+    if ctx.needs_input_grad(2):
+        y_gradient = _division.div(_e.mul(g, x), y if shift == 0 else _e.add(y, shift))
+    return None, x_gradient, y_gradient
 
 
 def with_derivative_formula(

@@ -29,7 +29,7 @@ from . import elementwise as _e
 from . import division as _division
 from . import reduce as _r
 from .opmath import float_operands, rounded, widened
-from .derivative_formulas import hypot_of, with_derivative_formula
+from .derivative_formulas import derivative_formula, hypot_of, with_derivative_formula, x_log_gradients
 
 __all__ = [
     "nan_to_num",
@@ -233,27 +233,22 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
 
 
 def xlogy(input, other) -> Tensor:
-    """``x * log(y)``, 0 where ``x == 0`` (unless y is NaN)."""
-    # Straight to the float dtype: a 0-d int tensor keeps its value (no wrap to the integer common dtype).
-    (x, y), _ = float_operands([input, other])
-    at_zero = _c.eq(x, 0)
-    # The product is 0 at x == 0 by itself, with PyTorch's gradient (d/dx = log y, 0 where y <= 0,
-    # d/dy = x / y), once log(y) is finite: log(1) where y <= 0 (log(0) = -inf, log(-1) = NaN).
-    product = _e.mul(x, _e.log(_e.where(_c.logical_and(at_zero, _c.le(y, 0)), 1.0, y)))
-    product = positive_zero_at(at_zero, product)
-    # 0 * log(inf) alone stays NaN.
-    return _e.where(_c.logical_and(at_zero, _c.eq(y, math.inf)), 0.0, product)
+    """``x * log(y)``, 0 where ``x == 0`` (unless y is NaN); either operand may be a Python number.
 
-
-def positive_zero_at(at_zero: Tensor, product: Tensor) -> Tensor:
-    """``product`` made +0 where ``at_zero`` (a NaN stays NaN), keeping its gradient there.
-
-    PyTorch's xlogy and xlog1py return a literal +0 where x == 0, where the product is -0 if x is -0
-    or the log negative. ``p - p`` is +0 for a finite p, with p's gradient (d/dx = log y at x == 0,
-    as PyTorch's). A -0 product elsewhere is Where's second input, which onnxruntime's Where keeps
-    (one taken from its first input comes out +0).
+    The gradient is PyTorch's formula (derivative_formulas.py): ``d/dx = log(y)``, also at ``x == 0``
+    (+inf at ``y = inf``) except 0 there where ``y <= 0``, and ``d/dy = x / y``, NaN at the origin.
     """
-    return _e.where(at_zero, _e.sub(product, product.detach()), product)
+    # Straight to the float dtype: a 0-d int tensor keeps its value (no wrap to the integer common dtype).
+    operands, _ = float_operands([input, other])
+    x, y = (operand.detach() for operand in operands)
+    # A literal +0 where x == 0 (0 * log(y) is -0, NaN or -0 * log(y) otherwise); y == y: not NaN.
+    value = _e.where(_c.logical_and(_c.eq(x, 0), _c.eq(y, y)), 0.0, _e.mul(x, _e.log(y)))
+    return with_derivative_formula("Xlogy", value, tuple(operands))
+
+
+@derivative_formula("Xlogy", "XlogyBackward0")
+def _xlogy_gradient(ctx, g):
+    return x_log_gradients(ctx, g, xlogy, 0)
 
 
 def hypot(input: Tensor, other: Tensor) -> Tensor:

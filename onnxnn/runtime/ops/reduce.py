@@ -496,14 +496,20 @@ def _truth_reduction(op_type: str, input: Tensor, dim, keepdim: bool) -> Tensor:
 MATRIX_NORMS: dict = {}
 
 
-def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
+def norm(input: Tensor, p=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """The vector ``p``-norm over ``dim`` (all elements when None); ``"fro"`` is the 2-norm, ``"nuc"``
-    the nuclear norm of the matrices over ``dim``."""
+    the nuclear norm of the matrices over ``dim``. With ``dtype``, computed in that float dtype, which
+    the input's must promote to without narrowing."""
+    if dtype is not None:
+        check_norm_dtype("linalg.matrix_norm" if p in MATRIX_NORMS else "linalg.vector_norm", input, dtype)
+        input = input.to(dtype)
     if not input.dtype.is_floating_point:
         raise RuntimeError(
             "linalg.vector_norm: Expected a floating point or complex tensor as input. "
             f"Got {dtypes.scalar_type_name(input.dtype)}"
         )
+    if not isinstance(p, str) and (p < 0 or p == float("inf")):
+        _check_norm_extent(input, p, dim)
     if p == 2 or p == "fro":
         return _reduce("ReduceL2", input, dim, keepdim, "LinalgVectorNormBackward0")
     if p in MATRIX_NORMS:  # "nuc": the sum of the singular values of the matrices over ``dim`` (the last two)
@@ -515,7 +521,6 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
     if p in (float("inf"), -float("inf")):
         # Not amax/amin: a line holding NaN gives its NaNs the gradient (times Abs's 0 there), as PyTorch's norms.
         dim = dim if dim != () else None
-        check_extent(input, dim, "amax" if p > 0 else "amin")
         return _extremum("ReduceMax" if p > 0 else "ReduceMin", input.abs(), dim, keepdim, "LinalgVectorNormBackward0")
     if p == 0:
         # The count of nonzero elements: it requires grad, with a zero gradient, as PyTorch's.
@@ -524,6 +529,49 @@ def norm(input: Tensor, p=2, dim=None, keepdim: bool = False) -> Tensor:
     if input.dtype in REDUCED_FLOATS:  # in float32 (opmath): the p-th powers of float16 values overflow
         return rounded(norm(widened(input), p, dim, keepdim), input.dtype)
     return root(powers(input.abs(), p).sum(dim, keepdim), p)
+
+
+def check_norm_dtype(name: str, input: Tensor, dtype) -> None:
+    """PyTorch's checks of a norm's ``dtype=``: a floating input, computed in a dtype it promotes to."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(
+            f"{name}: Expected a floating point or complex tensor as input. Got {dtypes.scalar_type_name(input.dtype)}"
+        )
+    if not dtype.is_floating_point:
+        raise RuntimeError(
+            f"{name}: dtype should be floating point or complex, but got {dtypes.scalar_type_name(dtype)}"
+        )
+    if dtypes.promote_types(input.dtype, dtype) is not dtype:
+        raise RuntimeError(
+            f"{name}: the dtype of the input ({dtypes.scalar_type_name(input.dtype)}) should be convertible "
+            f"without narrowing to the specified dtype ({dtypes.scalar_type_name(dtype)})"
+        )
+
+
+def _check_norm_extent(input: Tensor, p, dim) -> None:
+    """PyTorch's refusal of the norms without an identity, inf's (a max) and the negative orders' (a
+    min, or a root of a sum of negative powers), over no elements; 0 and positive orders give 0 there.
+
+    The order is printed as C++ prints PyTorch's Scalar (-1.0 as -1), the dim as given (-1 stays -1),
+    with no space after it, as in PyTorch's message.
+    """
+    order = str(p) if isinstance(p, int) else f"{float(p):g}"
+    dims = [] if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    if not dims:
+        if input.numel() == 0:
+            raise RuntimeError(
+                f"linalg.vector_norm cannot compute the {order} norm on an empty tensor because the operation "
+                "does not have an identity"
+            )
+        return
+    if input.dim() == 0:
+        return
+    for given, axis in zip(dims, normalize_axes(dims, input.dim())):
+        if input.shape[axis] == 0:
+            raise RuntimeError(
+                f"linalg.vector_norm cannot compute the {order} norm on the dimension {given}because this "
+                "dimension is empty and the operation does not have an identity"
+            )
 
 
 def powers(magnitudes: Tensor, p: float) -> Tensor:
