@@ -558,14 +558,20 @@ class TensorAPI(_AttachedMethods):
 
     @property
     def mH(self):
-        return self.transpose(-2, -1)
+        return ops.matrix_transpose(self, "mH")  # type: ignore[arg-type]  # self is a Tensor
 
     @property
     def H(self):
-        return self.transpose(0, 1) if self.dim() == 2 else self
+        rank = self.dim()
+        if rank not in (0, 2):
+            raise RuntimeError(
+                f"tensor.H is only supported on matrices (2-D tensors). Got {rank}-D tensor."
+                + (" For batches of matrices, consider using tensor.mH" if rank > 2 else "")
+            )
+        return self.transpose(0, 1) if rank == 2 else self
 
     def adjoint(self):
-        return self.transpose(-2, -1)
+        return ops.matrix_transpose(self, "adjoint()")  # type: ignore[arg-type]  # self is a Tensor
 
     # ---------------------------------------------------------------- shape helpers
     def split_with_sizes(self, split_sizes, dim: int = 0):

@@ -357,8 +357,8 @@ class TensorMethods:
     def any(self, dim=None, keepdim=False):
         return ops.any(self, dim, keepdim)
 
-    def norm(self, p=2, dim=None, keepdim=False):
-        return ops.norm(self, p, dim, keepdim)
+    def norm(self, p=2, dim=None, keepdim=False, dtype=None):
+        return ops.norm(self, p, dim, keepdim, dtype=dtype)
 
     # ---------------------------------------------------------------- shape
     def reshape(self, *shape, **named):
@@ -405,7 +405,7 @@ class TensorMethods:
 
     @property
     def mT(self):
-        return ops.transpose(self, -2, -1)
+        return ops.matrix_transpose(self, "mT")  # type: ignore[arg-type]  # self is a Tensor
 
     def squeeze(self, dim=None):
         return ops.squeeze(self, dim)

@@ -166,8 +166,18 @@ def test_in_place_float_result_into_integer_tensor_is_refused():
 ERROR_CASES = [
     ("topk_k_too_large", lambda: onnxnn.topk(onnxnn.zeros(3), 4), RuntimeError, "selected index k out of range"),
     ("kthvalue_k_zero", lambda: onnxnn.kthvalue(onnxnn.zeros(3), 0), RuntimeError, "selected number k out of range"),
-    ("einsum_operand_count", lambda: onnxnn.einsum("ij,jk", onnxnn.zeros(2, 2)), RuntimeError, "names 2 operands"),
-    ("einsum_rank", lambda: onnxnn.einsum("ijk", onnxnn.zeros(2, 2)), RuntimeError, "do not fit operand 0 of rank 2"),
+    (
+        "einsum_operand_count",
+        lambda: onnxnn.einsum("ij,jk", onnxnn.zeros(2, 2)),
+        RuntimeError,
+        "fewer operands were provided than specified in the equation",
+    ),
+    (
+        "einsum_rank",
+        lambda: onnxnn.einsum("ijk", onnxnn.zeros(2, 2)),
+        RuntimeError,
+        r"the number of subscripts in the equation \(3\) does not match",
+    ),
     ("unary_plus_of_bools", lambda: +onnxnn.tensor([True]), RuntimeError, "The `\\+` operator, on a bool tensor"),
     (
         "einsum_diagonal_sizes",  # a repeated subscript's axes are a diagonal: equal sizes, not broadcast

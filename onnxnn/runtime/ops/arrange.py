@@ -508,13 +508,14 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     """A copy of ``input`` with the leading elements of ``source`` written, in order, where ``mask`` is true.
 
-    Which positions are written is data: the mask is read at the call.
+    ``input`` and ``mask`` broadcast together, as PyTorch's out-of-place form (the result takes their
+    common shape). Which positions are written is data: the mask is read at the call.
     """
     if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool:
         raise RuntimeError("masked_scatter_ only supports boolean masks")
     shape = broadcast_shapes(tuple(input.shape), tuple(mask.shape))
     if shape != tuple(input.shape):
-        raise RuntimeError(f"masked_scatter: expected mask of shape broadcastable to {list(input.shape)}")
+        input = input.expand(shape)
     if source.dtype is not input.dtype:
         raise RuntimeError(
             "masked_scatter: expected self and source to have same dtypes but got "

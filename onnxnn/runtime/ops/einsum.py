@@ -47,7 +47,8 @@ def explicit_equation(equation: str, ranks: list[int]) -> tuple[list[str], str]:
     for term, rank in zip(terms, ranks):
         if "..." in term:
             ellipsis_rank = max(ellipsis_rank, rank - (len(term) - 3))
-    fill = _ELLIPSIS_LETTERS[:ellipsis_rank][::-1]
+    # Stand-ins the equation does not use itself (an "A..." operand keeps its own A).
+    fill = "".join(letter for letter in _ELLIPSIS_LETTERS if letter not in equation)[:ellipsis_rank][::-1]
     operands = []
     for index, (term, rank) in enumerate(zip(terms, ranks)):
         if "..." in term:
@@ -168,24 +169,139 @@ def einsum(equation: str, *operands) -> Tensor:
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not operands:
-        raise RuntimeError("einsum(): must provide at least one operand")
-    try:
-        terms, output = explicit_equation(equation, [operand.dim() for operand in operands])
-    except ValueError as error:
-        raise RuntimeError(str(error)) from None
-    for index, (term, operand) in enumerate(zip(terms, operands)):
-        seen: dict[str, int] = {}
-        for letter, size in zip(term, operand.shape):  # a diagonal's axes: equal sizes, never broadcast
-            if seen.setdefault(letter, size) != size:
-                raise RuntimeError(
-                    f"einsum(): subscript {letter} is repeated for operand {index} but the sizes don't match, "
-                    f"{size} != {seen[letter]}"
-                )
+        raise ValueError(
+            "einsum(): must specify the equation string and at least one operand, or at least one operand and its "
+            "subscripts list"
+        )
+    _check_equation(equation, [tuple(operand.shape) for operand in operands])
+    terms, output = explicit_equation(equation, [operand.dim() for operand in operands])
     tensors, _ = promote_operands(list(operands))
     if MODE.autocast is not None and len(operands) > 1:
         tensors = _autocast_operands(terms, output, operands, tensors)
     explicit = ",".join(terms) + "->" + output
     return apply_op("Einsum", tuple(tensors), {"equation": explicit}, "EinsumBackward0")
+
+
+def _check_equation(equation: str, shapes: list[tuple]) -> None:
+    """Raises PyTorch's RuntimeError, in its words and order, for an equation that does not fit
+    operands of ``shapes``: a character other than a letter, space, ``,``, ``.`` or the arrow, a
+    malformed or second ``...`` in one term, a count of terms or of subscripts that does not match the
+    operands, an output subscript repeated or in no operand, and sizes of one subscript (or of the dims
+    an ellipsis covers) that neither agree nor broadcast (a subscript repeated in one operand: agree)."""
+    left, arrow, right = equation.partition("->")
+    terms: list[list[str]] = [[]]  # each operand's subscripts, "..." one entry
+    position = 0
+    while position < len(left):
+        character = left[position]
+        if character == ".":
+            if "..." in terms[-1]:
+                raise RuntimeError(
+                    f"einsum(): found '.' for operand {len(terms) - 1} for which an ellipsis was already found"
+                )
+            if left[position : position + 3] != "...":
+                raise RuntimeError(f"einsum(): found '.' for operand {len(terms) - 1} that is not part of any ellipsis")
+            terms[-1].append("...")
+            position += 2
+        elif character == ",":
+            if len(terms) == len(shapes):
+                raise RuntimeError("einsum(): fewer operands were provided than specified in the equation")
+            terms.append([])
+        elif character != " ":
+            if not _is_subscript(character):
+                raise RuntimeError(
+                    f"einsum(): invalid subscript given at index {position} in the equation string, subscripts "
+                    "must be in [a-zA-Z]"
+                )
+            terms[-1].append(character)
+        position += 1
+    if len(terms) != len(shapes):
+        raise RuntimeError("einsum(): more operands were provided than specified in the equation")
+    counts: dict[str, int] = {}
+    ellipsis_rank = 0
+    for index, (term, shape) in enumerate(zip(terms, shapes)):
+        labels = [letter for letter in term if letter != "..."]
+        for letter in labels:
+            counts[letter] = counts.get(letter, 0) + 1
+        if "..." in term:
+            ellipsis_rank = max(ellipsis_rank, len(shape) - len(labels))
+            if len(labels) > len(shape):
+                raise RuntimeError(
+                    f"einsum(): the number of subscripts in the equation ({len(labels)}) is more than the number "
+                    f"of dimensions ({len(shape)}) for operand {index}"
+                )
+        elif len(labels) != len(shape):
+            raise RuntimeError(
+                f"einsum(): the number of subscripts in the equation ({len(labels)}) does not match the number "
+                f"of dimensions ({len(shape)}) for operand {index} and no ellipsis was given"
+            )
+    if arrow:
+        output: list[str] = []
+        position = 0
+        while position < len(right):
+            character = right[position]
+            if character == ".":
+                if "..." in output:
+                    raise RuntimeError("einsum(): found '.' for output but an ellipsis (...) was already found")
+                if right[position : position + 3] != "...":
+                    raise RuntimeError("einsum(): found '.' for output that is not part of any ellipsis (...)")
+                output.append("...")
+                position += 2
+            elif character != " ":
+                if not _is_subscript(character):
+                    raise RuntimeError(
+                        f"einsum(): invalid subscript given at index {len(left) + 2 + position} in the equation "
+                        "string, subscripts must be in [a-zA-Z]"
+                    )
+                if character in output:
+                    raise RuntimeError(f"einsum(): output subscript {character} appears more than once in the output")
+                if character not in counts:
+                    raise RuntimeError(
+                        f"einsum(): output subscript {character} does not appear in the equation for any input operand"
+                    )
+                output.append(character)
+            position += 1
+    sizes: dict[str, int] = {}
+    ellipsis_sizes = [1] * ellipsis_rank
+    for index, (term, shape) in enumerate(zip(terms, shapes)):
+        # Each term's subscripts against its dims: "..." covers those its letters leave.
+        covered = len(shape) - (len(term) - 1) if "..." in term else 0
+        dims: list[tuple[str, int]] = []
+        for letter in term:
+            if letter == "...":
+                dims.extend(("...", ellipsis_rank - covered + offset) for offset in range(covered))
+            else:
+                dims.append((letter, 0))
+        own: dict[str, int] = {}
+        for (letter, ellipsis_dim), size in zip(dims, shape):
+            if letter == "...":
+                previous = ellipsis_sizes[ellipsis_dim]
+                if size != previous and 1 not in (size, previous):
+                    raise RuntimeError(
+                        f"einsum(): dimension {ellipsis_dim} covered by ellipsis in operand {index}has size {size} "
+                        f"which does not broadcast with previously seen ellipsis with size {previous} for the "
+                        "respective dimension"
+                    )
+                ellipsis_sizes[ellipsis_dim] = size if previous == 1 else previous
+                continue
+            if letter in own:  # repeated in one operand: a diagonal, of equal sizes (never broadcast)
+                if own[letter] != size:
+                    raise RuntimeError(
+                        f"einsum(): subscript {letter} is repeated for operand {index} but the sizes don't match, "
+                        f"{size} != {own[letter]}"
+                    )
+                continue
+            own[letter] = size
+            previous = sizes.get(letter, 1)
+            if size != previous and 1 not in (size, previous):
+                raise RuntimeError(
+                    f"einsum(): subscript {letter} has size {size} for operand {index} which does not broadcast "
+                    f"with previously seen size {previous}"
+                )
+            sizes[letter] = size if previous == 1 else previous
+
+
+def _is_subscript(character: str) -> bool:
+    return character in string.ascii_letters
 
 
 _AUTOCAST_FLOATS = frozenset({dtypes.float32, dtypes.float16, dtypes.bfloat16})
@@ -237,8 +353,9 @@ def _bmm_steps(terms: list[str], output: str, operands: tuple) -> list[bool]:
 
 def _sublist_equation(arguments: tuple) -> tuple[str, tuple]:
     """The equation and operands of ``einsum(op1, sublist1, op2, sublist2, ..., [sublist_out])``:
-    subscripts as integers below 52 (``Ellipsis`` for ``...``), as PyTorch's."""
-    letters = string.ascii_letters
+    subscripts as integers below 52 (``Ellipsis`` for ``...``), as PyTorch's: 0-25 are A-Z, 26-51 a-z
+    (the order of an implicit output's subscripts)."""
+    letters = string.ascii_uppercase + string.ascii_lowercase
 
     def term(sublist) -> str:
         parts = []
@@ -248,9 +365,7 @@ def _sublist_equation(arguments: tuple) -> tuple[str, tuple]:
             elif isinstance(item, int) and 0 <= item < len(letters):
                 parts.append(letters[item])
             else:
-                raise RuntimeError(
-                    f"einsum(): subscript in subscript list is not within the valid range [0, 52): {item}"
-                )
+                raise ValueError("einsum(): subscript in subscript list is not within the valid range [0, 52)")
         return "".join(parts)
 
     operands = list(arguments[0::2])

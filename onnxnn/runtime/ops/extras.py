@@ -54,6 +54,7 @@ __all__ = [
     "is_signed",
     "get_device",
     "adjoint",
+    "matrix_transpose",
     "is_inference",
 ]
 
@@ -365,8 +366,17 @@ def get_device(input: Tensor) -> int:
     return input.get_device()
 
 
+def matrix_transpose(input: Tensor, name: str) -> Tensor:
+    """``input`` with its last two dims swapped, as PyTorch's ``Tensor.mT``, ``mH`` and ``adjoint()``
+    (real dtypes: no conjugation): a 0-d tensor is returned as it is, a 1-D one refused in the words
+    of ``name``, the attribute's."""
+    if input.dim() == 1:
+        raise RuntimeError(f"tensor.{name} is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    return input if input.dim() == 0 else input.transpose(-2, -1)
+
+
 def adjoint(input: Tensor) -> Tensor:
-    return input.transpose(-2, -1)
+    return matrix_transpose(input, "adjoint()")
 
 
 def is_inference(input: Tensor) -> bool:

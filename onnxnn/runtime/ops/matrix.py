@@ -17,7 +17,7 @@ from ...ir import dtypes
 from ...ir.device import as_device, default_device
 from ...ir.registry import gradient_rules, shape_rules
 from ..tensor import Size, autocast_arguments
-from ._common import Tensor, apply_op, int64_constant, normalize_axes, promote_operands
+from ._common import Tensor, apply_op, int64_constant, normalize_axes, promote_operands, with_zero_gradients
 from ._common import broadcast_shapes as _broadcast_shapes
 from .alpha_scaling import factor_in
 from .arrange import meshgrid
@@ -332,15 +332,31 @@ def trace(input: Tensor) -> Tensor:
 
 
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
-    """Cross product of 3-vectors along ``dim`` (default: the first dim of size 3), broadcasting."""
-    shape = _broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    """Cross product of 3-vectors along ``dim`` (default: the first dim of size 3 of ``input``), broadcasting
+    the other dims. As PyTorch's ``linalg_cross``: inputs of one rank, both of length 3 along ``dim``
+    before broadcasting, and of one dtype (no promotion); bool is refused."""
     if dim is None:
-        dim = next((axis for axis, size in enumerate(shape) if size == 3), None)
+        dim = next((axis for axis, size in enumerate(input.shape) if size == 3), None)
         if dim is None:
             raise RuntimeError("no dimension of size 3 in input")
-    axis = normalize_axes([dim], len(shape))[0]
-    if shape[axis] != 3:
-        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {shape[axis]}")
+    if input.dim() != other.dim():
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    if input.dim() == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    axis = normalize_axes([dim], input.dim())[0]
+    if input.shape[axis] != 3 or other.shape[axis] != 3:
+        raise RuntimeError(
+            f"linalg.cross: inputs dimension {dim} must have length 3. Got {input.shape[axis]} and {other.shape[axis]}"
+        )
+    shape = _broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    # PyTorch's kernel dispatches on input's dtype, then reads other's data as that dtype.
+    if input.dtype is dtypes.bool:
+        raise NotImplementedError("\"cross\" not implemented for 'Bool'")
+    if other.dtype is not input.dtype:
+        raise RuntimeError(
+            f"expected scalar type {dtypes.scalar_type_name(input.dtype)} but found "
+            f"{dtypes.scalar_type_name(other.dtype)}"
+        )
     a, b = input.expand(shape), other.expand(shape)
     first = Tensor._from_array(np.array([1, 2, 0], dtype=np.int64), dtypes.int64, input.device)
     second = Tensor._from_array(np.array([2, 0, 1], dtype=np.int64), dtypes.int64, input.device)
@@ -350,20 +366,56 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
 
 
 def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
-    """Contracts the last ``dims`` dims of ``a`` with the first ``dims`` of ``b`` (or the listed pairs)."""
+    """Contracts the last ``dims`` dims of ``a`` with the first ``dims`` of ``b`` (or the listed pairs).
+
+    ``dims`` is an int, a pair of lists of dims, or a tensor: one element (an int) or two rows (the
+    pair). A contracted dim of size 1 on one side is summed over on the other (PyTorch's broadcast).
+    """
+    if not isinstance(dims, (tuple, list, Tensor, int)):
+        raise RuntimeError(
+            "tensordot expects dims to be int or tuple[list[int], list[int]] or list[list[int]] containing two "
+            f"lists, but got dims={dims}"
+        )
+    if isinstance(dims, Tensor):
+        if dims.numel() > 1:
+            if dims.shape[0] != 2:
+                raise AssertionError(f"dims tensor must have size 2 in first dimension, got {dims.shape[0]}")
+            dims = (dims[0].tolist(), dims[1].tolist())
+        else:
+            dims = int(dims.item())
+            if dims < 0:
+                raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
     if isinstance(dims, int):
         if dims < 0:
             raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
-        dims_a, dims_b = list(range(a.dim() - dims, a.dim())), list(range(dims))
+        if dims > min(a.dim(), b.dim()):
+            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}")
+        given_a, given_b = list(range(a.dim() - dims, a.dim())), list(range(dims))
     else:
-        dims_a, dims_b = ([d] if isinstance(d, int) else list(d) for d in dims)
-    dims_a, dims_b = normalize_axes(dims_a, a.dim()), normalize_axes(dims_b, b.dim())
-    for da, db in zip(dims_a, dims_b):
-        if a.shape[da] != b.shape[db]:
+        given_a, given_b = ([d] if isinstance(d, int) else list(d) for d in dims)
+    if len(given_a) != len(given_b):
+        raise RuntimeError("both dimension lists should have same length")
+    if a.dtype is not b.dtype:
+        raise RuntimeError("both inputs should have same dtype")
+    dims_a: list[int] = []
+    dims_b: list[int] = []
+    for given_da, given_db in zip(given_a, given_b):
+        da, db = normalize_axes([given_da], a.dim())[0], normalize_axes([given_db], b.dim())[0]
+        if a.shape[da] != b.shape[db] and 1 not in (a.shape[da], b.shape[db]):
             raise RuntimeError(
-                f"contracted dimensions need to match, but first has size {a.shape[da]} in dim {da} "
-                f"and second has size {b.shape[db]} in dim {db}"
+                f"contracted dimensions need to match, but first has size {a.shape[da]} in dim {given_da} "
+                f"and second has size {b.shape[db]} in dim {given_db}"
             )
+        for axis, taken in ((da, dims_a), (db, dims_b)):
+            if axis in taken:
+                raise RuntimeError(f"dim {axis} appears multiple times in the list of dims")
+        # A size-1 side broadcasts: the other side's dim is summed over first, leaving 1 by 1.
+        if b.shape[db] == 1:
+            a = a.sum(da, keepdim=True)
+        elif a.shape[da] == 1:
+            b = b.sum(db, keepdim=True)
+        dims_a.append(da)
+        dims_b.append(db)
     free_a = [d for d in range(a.dim()) if d not in dims_a]
     free_b = [d for d in range(b.dim()) if d not in dims_b]
     size = int(np.prod([a.shape[d] for d in dims_a])) if dims_a else 1
@@ -436,13 +488,17 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
         return Tensor._zeros((0,), input.dtype, input.device)  # PyTorch's, where itertools has one empty row
     table = np.array(list(choose(range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
     if table.shape[0] == 0:
-        return Tensor._zeros((0, r), input.dtype, input.device)
+        # No combinations (r > n): PyTorch's result is still a stack of the input, its gradient zeros.
+        return with_zero_gradients(Tensor._zeros((0, r), input.dtype, input.device), (input,), "StackBackward0")
     picked = input.index_select(0, Tensor._from_array(table.reshape(-1), dtypes.int64, input.device))
     return picked.reshape(table.shape)
 
 
 def block_diag(*tensors) -> Tensor:
     """A block-diagonal matrix of the given (0-, 1- or 2-D) tensors, zeros elsewhere."""
+    if not tensors:
+        # PyTorch's: one row of no columns, of the default dtype.
+        return Tensor._zeros((1, 0), dtypes.get_default_dtype(), default_device())
     blocks = [t.reshape(1, 1) if t.dim() == 0 else t.reshape(1, -1) if t.dim() == 1 else t for t in tensors]
     for index, block in enumerate(blocks):
         if block.dim() != 2:

@@ -11,7 +11,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.graph import FrozenAttributes, shared_attributes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
-from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
+from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes, with_zero_gradients
 from ..realization import data_of
 from ...ir.caches import register_cache
 
@@ -452,16 +452,20 @@ def cat(tensors, dim: int = 0) -> Tensor:
         if tensor.dim() == 0:
             raise RuntimeError(f"zero-dimensional tensor (at position {position}) cannot be concatenated")
     # PyTorch skips 1-D empty tensors beside tensors of other ranks (``acc = tensor([])`` grown in a
-    # loop by ``cat([acc, row])``); they still take part in the dtype promotion above. Beside other
-    # 1-D tensors they are concatenated, and take their (empty) gradient.
+    # loop by ``cat([acc, row])``); they still take part in the dtype promotion above, and take a
+    # zero (empty) gradient. Beside other 1-D tensors they are concatenated.
+    skipped = ()
     kept = [tensor for tensor in tensors if tensor.shape != (0,)]
     if kept and len(kept) < len(tensors) and kept[0].dim() != 1:
+        skipped = tuple(tensor for tensor in tensors if tensor.shape == (0,))
         tensors = kept
     axis = normalize_axes([dim], tensors[0].dim())[0]
     if len(tensors) == 1:
         # A new tensor, as PyTorch's: an in-place change of the result must not reach the input.
-        return apply_op("Identity", (tensors[0],), None, "CatBackward0")
-    return apply_op("Concat", tuple(tensors), {"axis": axis}, "CatBackward0")
+        result = apply_op("Identity", (tensors[0],), None, "CatBackward0")
+    else:
+        result = apply_op("Concat", tuple(tensors), {"axis": axis}, "CatBackward0")
+    return with_zero_gradients(result, skipped, "CatBackward0") if skipped else result
 
 
 concat = concatenate = cat
