@@ -408,14 +408,13 @@ def _cross_entropy_probabilities(input, target, weight, ignore_index, reduction,
     return total / (input.numel() // classes)
 
 
-def _check_probabilities(input: Tensor) -> None:
+def _check_probabilities(tensor: Tensor, name: str) -> None:
     """PyTorch's check that every probability lies in [0, 1], made on values already in memory only: a
-    pending input (a sigmoid's output) would need a run, which the loss never forces. (PyTorch checks
-    the target too; targets are in memory at every step, and the check would be a pass over them.)"""
-    data = known_data(input)
+    pending tensor (a sigmoid's output) would need a run, which the loss never forces."""
+    data = known_data(tensor)
     # min and max are NaN where an element is, which fails both comparisons, as PyTorch's check does.
     if data is not None and data.size and not (data.min() >= 0 and data.max() <= 1):
-        raise RuntimeError("all elements of input should be between 0 and 1")
+        raise RuntimeError(f"all elements of {name} should be between 0 and 1")
 
 
 def binary_cross_entropy(
@@ -432,11 +431,13 @@ def binary_cross_entropy(
         )
     if target.dtype is not input.dtype:
         raise RuntimeError(f"Found dtype {scalar_type_name(target.dtype)} but expected {scalar_type_name(input.dtype)}")
-    _check_probabilities(input)
+    _check_probabilities(input, "input")
+    _check_probabilities(target, "target")
     _check_not_differentiable("binary_cross_entropy", weight=weight)
     loss = binary_cross_entropy_terms(input, target)
     if weight is not None:
-        loss = loss * weight
+        # PyTorch multiplies the loss by the weight in place: the product keeps the input's dtype.
+        loss = (loss * weight).to(input.dtype)
     return _reduce_loss(loss, reduction, "BinaryCrossEntropyBackward0")
 
 

@@ -188,7 +188,10 @@ def ctc_loss(
     states_row = _constant(position.reshape(1, -1), dtypes.int64, device)
     ends = _ops.logical_or(_ops.eq(states_row, last), _ops.eq(states_row, last - 1))
     ends = _ops.logical_and(ends, _ops.gt(input_lengths, 0).unsqueeze(1))
-    final = _ops.where(ends, alpha, _IMPOSSIBLE)
+    # No frames: only the empty target has an alignment, the empty one, of log-likelihood 0.
+    empty = _ops.logical_and(_ops.eq(input_lengths, 0), _ops.eq(target_lengths, 0)).unsqueeze(1)
+    empty = _ops.logical_and(empty, _ops.eq(states_row, 0))
+    final = _ops.where(ends, alpha, _ops.where(empty, 0.0, _IMPOSSIBLE))
     peak = final.amax(1, keepdim=True).detach()
     loss = -(_ops.exp(final - peak).sum(1, keepdim=True).log() + peak).squeeze(1)
     infinite = _ops.ge(loss, _REPORTED_INFINITE)

@@ -49,7 +49,8 @@ def huber_loss(
     _check_weight_shape(input, weight)
     difference = input - target
     magnitude = _ops.abs(difference)
-    quadratic = _ops.lt(magnitude, delta)
+    # A NaN difference takes the quadratic branch, whose gradient (the difference) is NaN, as PyTorch's.
+    quadratic = _ops.logical_not(_ops.ge(magnitude, delta))
     bounded = _ops.where(quadratic, difference, 0.0)  # PyTorch's gradient at an infinite difference: +-delta
     loss = _ops.where(quadratic, bounded * bounded * 0.5, (magnitude - 0.5 * delta) * delta)
     if weight is not None:
@@ -79,7 +80,8 @@ def smooth_l1_loss(
     magnitude = _ops.abs(difference)
     if beta == 0.0:
         return rounded_loss(_reduce_loss(magnitude, reduction, "L1LossBackward0"), half, "L1LossBackward0")
-    quadratic = _ops.lt(magnitude, beta)
+    # A NaN difference takes the quadratic branch, whose gradient (difference / beta) is NaN, as PyTorch's.
+    quadratic = _ops.logical_not(_ops.ge(magnitude, beta))
     bounded = _ops.where(quadratic, difference, 0.0)  # PyTorch's gradient at an infinite difference: +-1
     loss = _ops.where(quadratic, bounded * bounded * (0.5 / beta), magnitude - 0.5 * beta)
     return rounded_loss(_reduce_loss(loss, reduction, "SmoothL1LossBackward0"), half, "SmoothL1LossBackward0")
@@ -152,7 +154,8 @@ def gaussian_nll_loss(
         loss = (difference * difference / var + math.log(var)) * 0.5
     else:
         # PyTorch clamps a clone under no_grad: the forward value is clamped, the gradient passes unchanged.
-        var = var + (_ops.clamp(var, min=eps) - var).detach()
+        # Only clamped entries are shifted, so an infinite variance stays inf (inf - inf would be NaN).
+        var = _ops.where(_ops.lt(var, eps), var + (eps - var).detach(), var)
         loss = (_ops.log(var) + difference * difference / var) * 0.5  # type: ignore[arg-type]  # var: a Tensor here
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
