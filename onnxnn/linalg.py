@@ -35,6 +35,7 @@ from .runtime.ops import linalg_cholesky as _cholesky
 from .runtime.ops import linalg_jacobi as _jacobi
 from .runtime.ops import linalg_lu as _lu
 from .runtime.ops import linalg_qr as _qr
+from .runtime.ops.reduce import check_norm_dtype
 from .runtime.tensor import Tensor, outside_autocast
 
 __all__ = [
@@ -285,27 +286,10 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:
     return _ops.stack(powers[:N], -1)
 
 
-def _check_norm_dtype(name: str, x: Tensor, dtype) -> None:
-    """PyTorch's checks of a norm's ``dtype=``: a floating input, computed in a dtype it promotes to."""
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(
-            f"{name}: Expected a floating point or complex tensor as input. Got {dtypes.scalar_type_name(x.dtype)}"
-        )
-    if not dtype.is_floating_point:
-        raise RuntimeError(
-            f"{name}: dtype should be floating point or complex, but got {dtypes.scalar_type_name(dtype)}"
-        )
-    if dtypes.promote_types(x.dtype, dtype) is not dtype:
-        raise RuntimeError(
-            f"{name}: the dtype of the input ({dtypes.scalar_type_name(x.dtype)}) should be convertible without "
-            f"narrowing to the specified dtype ({dtypes.scalar_type_name(dtype)})"
-        )
-
-
 def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """``torch.linalg.vector_norm``: the ``ord``-norm of x flattened (``dim=None``) or along ``dim``."""
     if dtype is not None:
-        _check_norm_dtype("linalg.vector_norm", x, dtype)
+        check_norm_dtype("linalg.vector_norm", x, dtype)
         x = x.to(dtype)
     return _ops.norm(x, ord, dim, keepdim)
 
@@ -319,7 +303,7 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
     if rows == columns:
         raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({rows}, {columns})")
     if dtype is not None:
-        _check_norm_dtype("linalg.matrix_norm", A, dtype)
+        check_norm_dtype("linalg.matrix_norm", A, dtype)
         A = A.to(dtype)
     if ord in _SVD_ORDERS:
         return _jacobi.svd_matrix_norm(A, ord, (rows, columns), keepdim)

@@ -31,6 +31,7 @@ from .pointwise import *  # type: ignore[assignment]  # noqa: F401,F403
 from .fused_pointwise import *  # noqa: F401,F403  (lerp, addcmul, addcdiv)
 from .searching import *  # noqa: F401,F403  (bucketize, searchsorted, isin, diff, aminmax, count_nonzero)
 from .stats import *  # noqa: F401,F403
+from .quantiles import *  # noqa: F401,F403
 from .scatter_ops import *  # noqa: F401,F403
 from .extras import *  # noqa: F401,F403
 from .finite_differences import *  # noqa: F401,F403

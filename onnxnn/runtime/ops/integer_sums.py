@@ -195,8 +195,10 @@ def _exact_int64_extreme(node, input_names: list, output_names: list, fresh_name
     reduced = reduced_axes(node, lambda position: node.inputs[position].static is not None)
     if not reduced:
         return None  # computed axes, or a no-op
-    if any(x.shape[axis] == 0 for axis in reduced):
-        return None  # no element to pick: onnxruntime's own node gives the reduction's identity
+    if any(size == 0 for size in x.shape):
+        # No element to pick (onnxruntime's own node gives an empty reduction's identity), or no line to
+        # pick from: its ArgMax and ArgMin keep a zero-size input's shape, which the Squeeze then refuses.
+        return None
     nodes: list = []
     initializers: list = []
     emit = node_emitter(nodes, fresh_name)

@@ -103,7 +103,8 @@ def _axis(input: Tensor, dim: int) -> int:
 
 def _topk(input: Tensor, k: int, axis: int, largest: bool, name: str):
     if input.dim() == 0:
-        values, indices = _topk(input.reshape(1), k, 0, largest, name)
+        # A 0-d tensor is its own top element, for k = 0 too (PyTorch's topk returns it then as well).
+        values, indices = _topk(input.reshape(1), max(k, 1), 0, largest, name)
         return values.reshape(()), indices.reshape(())
     attributes = {"axis": axis, "largest": int(largest), "sorted": 1}
     if not input.dtype.is_floating_point:

@@ -1,4 +1,4 @@
-"""Statistics of PyTorch's API: quantile, std_mean/var_mean, cov/corrcoef, dist/cdist, trapezoid,
+"""Statistics of PyTorch's API: std_mean/var_mean, cov/corrcoef, dist/cdist, trapezoid,
 and the functions whose result shape depends on the data (unique, unique_consecutive, bincount,
 histc, mode).
 
@@ -10,6 +10,7 @@ gradient flows as PyTorch's does.
 
 from __future__ import annotations
 
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -21,13 +22,10 @@ from . import elementwise as _e
 from . import reduce as _r
 from .reduce import check_extent
 from .indexing import gather_within
-from .shape import stack
-from .sorting import cumsum, sort
+from .sorting import cumsum
 from ..tensor import outside_autocast
 
 __all__ = [
-    "quantile",
-    "nanquantile",
     "std_mean",
     "var_mean",
     "cov",
@@ -47,99 +45,6 @@ __all__ = [
 ModeResult = namedtuple("mode", ["values", "indices"])
 
 
-@outside_autocast("quantile")
-def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"):
-    """The ``q``-quantiles along ``dim`` (of the flattened input when None), from the sorted values.
-
-    A tensor or list ``q`` adds a leading dim with one entry per quantile. A line holding a NaN has
-    NaN quantiles (``nanquantile`` leaves NaNs out).
-    """
-    return _quantiles(input, q, dim, keepdim, interpolation, ignore_nan=False)
-
-
-@outside_autocast("nanquantile")
-def nanquantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"):
-    """``quantile`` of the values that are not NaN on each line (NaN for a line of NaNs only)."""
-    return _quantiles(input, q, dim, keepdim, interpolation, ignore_nan=True)
-
-
-def _quantiles(input: Tensor, q, dim, keepdim: bool, interpolation: str, ignore_nan: bool):
-    name = "nanquantile()" if ignore_nan else "quantile()"
-    qs = np.asarray(q.tolist() if isinstance(q, Tensor) else q, dtype=np.float64)
-    if ((qs < 0) | (qs > 1)).any():
-        raise RuntimeError(f"{name} q values must be in the range [0, 1]")
-    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
-        raise RuntimeError(
-            f"{name} interpolation must be one of linear, lower, higher, midpoint or nearest. Got {interpolation}"
-        )
-    if not input.dtype.is_floating_point:
-        raise RuntimeError(f"{name} input tensor must be either float or double dtype")
-    if input.numel() == 0:
-        raise RuntimeError(f"{name} input tensor must be non-empty")
-    if input.dim() == 0:  # its dim 0 (or -1) is itself, as for the reductions
-        normalize_axes([0 if dim is None else dim], 0)
-        return _quantiles(input.reshape(1), q, 0, False, interpolation, ignore_nan)
-    source = input.reshape(-1) if dim is None else input
-    axis = 0 if dim is None else normalize_axes([dim], input.dim())[0]
-    ordered = sort(source, axis).values  # NaNs last
-    last = ordered.narrow(axis, ordered.shape[axis] - 1, 1)
-    if ignore_nan:
-        # Each line's own count of numbers sets its positions; a line of NaNs reads its first NaN.
-        count = _r.sum(_c.logical_not(_c.isnan(ordered)), axis, keepdim=True).to(input.dtype)
-        results = [_at_positions(ordered, axis, count, fraction, interpolation) for fraction in qs.reshape(-1)]
-    else:
-        # A NaN sorts last: where the last value is NaN the quantile is that NaN (its gradient too).
-        has_nan = _c.isnan(last)
-        results = [
-            _e.where(has_nan, last, _at_position(ordered, axis, fraction, interpolation)) for fraction in qs.reshape(-1)
-        ]
-    for index, value in enumerate(results):
-        if dim is None:
-            results[index] = value.reshape((1,) * input.dim() if keepdim else ())
-        elif not keepdim:
-            results[index] = value.squeeze(axis)
-    if qs.ndim == 0:
-        return results[0]
-    return stack(results, 0)
-
-
-def _at_position(ordered: Tensor, axis: int, fraction: float, interpolation: str) -> Tensor:
-    """The value at ``fraction`` of the way along every line of ``ordered`` (one position for all)."""
-    position = fraction * (ordered.shape[axis] - 1)
-    low, high = int(np.floor(position)), int(np.ceil(position))
-    if interpolation == "lower":
-        high = low
-    elif interpolation == "higher":
-        low = high
-    elif interpolation == "nearest":
-        low = high = int(np.round(position))  # round half to even, as PyTorch
-    lower = ordered.narrow(axis, low, 1)
-    if high == low:
-        return lower
-    upper = ordered.narrow(axis, high, 1)
-    weight = 0.5 if interpolation == "midpoint" else position - low
-    return lower + (upper - lower) * weight
-
-
-def _at_positions(ordered: Tensor, axis: int, count: Tensor, fraction: float, interpolation: str) -> Tensor:
-    """The value at ``fraction`` of the way along the first ``count`` values of each line (``count``
-    in ``ordered``'s dtype, size 1 along ``axis``), as PyTorch ranks them: in that dtype."""
-    position = _e.clamp((count - 1) * fraction, min=0.0)
-    if interpolation == "lower":
-        position = _e.floor(position)
-    elif interpolation == "higher":
-        position = _e.ceil(position)
-    elif interpolation == "nearest":
-        position = _e.round(position)  # half to even, as PyTorch
-    below = _e.floor(position)
-    lower = gather_within(ordered, axis, below.to(dtypes.int64))
-    if interpolation in ("lower", "higher", "nearest"):
-        return lower
-    upper = gather_within(ordered, axis, _e.ceil(position).to(dtypes.int64))
-    weight = 0.5 if interpolation == "midpoint" else position - below
-    return lower + (upper - lower) * weight
-
-
 def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(var, mean)`` over ``dim``."""
     dim, unbiased = _r.unbiased_overload(dim, unbiased)
@@ -153,37 +58,86 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, c
 
 
 def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None, aweights: Tensor | None = None):
-    """Covariance of the variables in the rows of ``input`` (observations in columns)."""
+    """Covariance of the variables in the rows of ``input`` (observations in columns).
+
+    As PyTorch's: the weights are checked against their data (not negative, a nonzero sum), a
+    normalizer ``<= 0`` (``correction`` at least the observations' weight) warns and divides by 0,
+    and the result is squeezed (a single variable's covariance is 0-d).
+    """
     if input.dim() > 2:
         raise RuntimeError(
             f"cov(): expected input to have two or fewer dimensions but got an input with {input.dim()} dimensions"
         )
+    if input.dtype is dtypes.bool:
+        raise RuntimeError("cov(): bool dtype is not supported for input")
     x = input.reshape(1, -1) if input.dim() < 2 else input
     x = _e._floating(x)
+    observations = x.shape[1]
+    _check_cov_weights("fweights", fweights, observations)
+    _check_cov_weights("aweights", aweights, observations)
     weights = None
     if fweights is not None:
         weights = fweights.to(x.dtype)
     if aweights is not None:
         weights = aweights.to(x.dtype) if weights is None else weights * aweights.to(x.dtype)
     if weights is None:
-        count = x.shape[1]
         centered = x - x.mean(1, keepdim=True)
-        result = (centered @ centered.transpose(0, 1)) / max(count - correction, 0)
+        norm = observations - correction
+        product = centered @ centered.transpose(0, 1)
     else:
         total = weights.sum()
+        if total.item() == 0:
+            raise RuntimeError("cov(): weights sum to zero, can't be normalized")
         centered = x - (x * weights).sum(1, keepdim=True) / total
-        if correction == 0:
-            norm = total
-        elif aweights is None:
+        if correction == 0 or aweights is None:
             norm = total - correction
         else:
             norm = total - correction * (weights * aweights.to(x.dtype)).sum() / total
-        result = ((centered * weights) @ centered.transpose(0, 1)) / norm
-    return result.reshape(()) if input.dim() < 2 else result
+        product = (centered * weights) @ centered.transpose(0, 1)
+    if (norm.item() if isinstance(norm, Tensor) else norm) <= 0:
+        warnings.warn(
+            "cov(): degrees of freedom is <= 0. Correction should be strictly less than the number of observations.",
+            stacklevel=2,
+        )
+        norm = 0
+    result = product / norm
+    return result.reshape(()) if result.shape == (1, 1) else result
+
+
+def _check_cov_weights(name: str, weights: Tensor | None, observations: int) -> None:
+    """PyTorch's checks of cov's ``fweights`` (integers) or ``aweights`` (floats), in its order and words."""
+    if weights is None:
+        return
+    if weights.dim() > 1:
+        raise RuntimeError(
+            f"cov(): expected {name} to have one or fewer dimensions but got {name} with {weights.dim()} dimensions"
+        )
+    integral = name == "fweights"
+    if (
+        (weights.dtype.is_floating_point or weights.dtype is dtypes.bool)
+        if integral
+        else not weights.dtype.is_floating_point
+    ):
+        kind = "integral" if integral else "floating point"
+        raise RuntimeError(
+            f"cov(): expected {name} to have {kind} dtype but got {name} with "
+            f"{dtypes.scalar_type_name(weights.dtype)} dtype"
+        )
+    if weights.numel() != observations:
+        raise RuntimeError(
+            f"cov(): expected {name} to have the same numel as there are observations in the input "
+            f"but got {weights.numel()} != {observations}"
+        )
+    if observations and np.asarray(weights._realized_data()).min() < 0:
+        raise RuntimeError(f"cov(): {name} cannot be negative")
 
 
 def corrcoef(input: Tensor) -> Tensor:
     """Pearson correlation coefficients of the rows, clipped to [-1, 1] as PyTorch."""
+    if input.dim() > 2:
+        raise RuntimeError(
+            f"corrcoef(): expected input to have two or fewer dimensions but got an input with {input.dim()} dimensions"
+        )
     c = cov(input)
     if c.dim() == 0:
         return c / c
@@ -253,10 +207,13 @@ def empty_distances(shape: tuple, inputs: tuple, name: str) -> Tensor:
 def norm_of_differences(differences: Tensor, p: float, name: str) -> Tensor:
     """The ``p``-norm over the last dim of ``differences``, with PyTorch's distance gradients: 0 for
     a distance of 0 (``reduce.root``), and for ``p < 1`` 0 at each zero difference too, where
-    ``|d| ** p`` has an infinite slope. ``p = 0`` counts the nonzero differences, with a zero
-    gradient (``name`` the gradient's, as PyTorch's cdist and pdist require grad then too)."""
+    ``|d| ** p`` has an infinite slope. ``p = 0`` counts the nonzero differences, NaN where one is NaN
+    (PyTorch's ``min(ceil(|d|), 1)`` per term), with a zero gradient (``name`` the gradient's, as
+    PyTorch's cdist and pdist require grad then too)."""
     if p == 0:
-        count = _r.sum(_c.ne(differences, 0).to(differences.dtype), -1)
+        fixed = differences.detach()
+        terms = _e.where(_c.isnan(fixed), fixed, _c.ne(fixed, 0).to(fixed.dtype))
+        count = _r.sum(terms, -1)
         return with_zero_gradients(count, (differences,), name)
     if p == float("inf"):
         return _largest_magnitude(differences)
@@ -285,22 +242,39 @@ def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, di
     if y.dim() == 0:
         raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     axis = normalize_axes([dim], y.dim())[0]
-    size = y.shape[axis]
-    if size == 0:
+    if y.shape[axis] == 0:
         return _r.sum(y, axis)
-    pairs = y.narrow(axis, 1, size - 1) + y.narrow(axis, 0, size - 1)
     if x is not None:
-        return _r.sum(pairs * _steps(x, y, axis), axis) / 2
-    return _r.sum(pairs, axis) * ((1.0 if dx is None else dx) / 2)
+        _refuse_bools("trapezoid", "`x` or `y`", y, x)
+        left, right = _ends(y, axis)
+        return _r.sum((right + left) * _steps(x, y, axis, "trapezoid"), axis) / 2
+    _refuse_bools("trapezoid", "`y`", y)
+    left, right = _ends(y, axis)
+    return _r.sum(right + left, axis) * ((1.0 if dx is None else dx) / 2)
 
 
-def _steps(x: Tensor, y: Tensor, axis: int) -> Tensor:
-    """The spacings of the sample points ``x``, laid along ``axis`` of ``y`` (a 1-D ``x`` runs along it)."""
-    size = y.shape[axis]
+def _refuse_bools(name: str, described: str, *tensors: Tensor) -> None:
+    if any(tensor.dtype is dtypes.bool for tensor in tensors):
+        raise RuntimeError(f"{name}: received a bool input for {described}, but bool is not supported")
+
+
+def _ends(t: Tensor, axis: int) -> tuple[Tensor, Tensor]:
+    """``t``'s slices ``[:-1]`` and ``[1:]`` along ``axis`` (both empty where ``t`` is)."""
+    count = max(t.shape[axis] - 1, 0)
+    return t.narrow(axis, 0, count), t.narrow(axis, t.shape[axis] - count, count)
+
+
+def _steps(x: Tensor, y: Tensor, axis: int, name: str) -> Tensor:
+    """The spacings of the sample points ``x`` along ``axis`` of ``y``, as PyTorch lays ``x`` out: a 1-D
+    ``x`` along that dim, one of fewer dims than ``y`` with leading dims of 1 (then broadcast)."""
     if x.dim() == 1:
-        steps = x.narrow(0, 1, size - 1) - x.narrow(0, 0, size - 1)
-        return steps.reshape((size - 1,) + (1,) * (y.dim() - axis - 1))
-    return x.narrow(axis, 1, size - 1) - x.narrow(axis, 0, size - 1)
+        if x.shape[0] != y.shape[axis]:
+            raise RuntimeError(f"{name}: There must be one `x` value for each sample point")
+        x = x.reshape(tuple(x.shape[0] if index == axis else 1 for index in range(y.dim())))
+    elif x.dim() < y.dim():
+        x = x.reshape((1,) * (y.dim() - x.dim()) + tuple(x.shape))
+    left, right = _ends(x, axis)
+    return right - left
 
 
 def trapz(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
@@ -308,14 +282,18 @@ def trapz(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: i
 
 
 def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
-    """Running trapezoidal integrals along ``dim`` (one fewer element than ``y``)."""
+    """Running trapezoidal integrals along ``dim`` (one fewer element than ``y``; none for an empty dim)."""
+    if y.dim() == 0:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")
     axis = normalize_axes([dim], y.dim())[0]
-    size = y.shape[axis]
-    pairs = y.narrow(axis, 1, size - 1) + y.narrow(axis, 0, size - 1)
     if x is not None:
-        areas = pairs * _steps(x, y, axis) / 2
+        _refuse_bools("cumulative_trapezoid", "`x` or `y`", y, x)
+        steps = _steps(x, y, axis, "cumulative_trapezoid")
+        left, right = _ends(y, axis)
+        areas = (right + left) * steps / 2
     else:
-        areas = pairs * ((1.0 if dx is None else dx) / 2)
+        left, right = _ends(y, axis)
+        areas = (right + left) * ((1.0 if dx is None else dx) / 2)
     return cumsum(areas, axis)
 
 
@@ -344,7 +322,7 @@ def unique(
         values, inverse, counts = np.unique(data.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
         inverse = inverse.reshape(data.shape)
     else:
-        axis = normalize_axes([dim], input.dim())[0]
+        axis = _unique_axis(input, dim)
         values, inverse, counts = np.unique(data, return_inverse=True, return_counts=True, axis=axis)
         inverse = inverse.reshape(-1)
     result = [_constant(values, input)]
@@ -353,6 +331,20 @@ def unique(
     if return_counts:
         result.append(_constant(counts, input, dtypes.int64))
     return result[0] if len(result) == 1 else tuple(result)
+
+
+def _unique_axis(input: Tensor, dim: int) -> int:
+    """``dim`` of ``unique`` or ``unique_consecutive``, checked as PyTorch's: a 0-d tensor has none, and
+    a tensor with a zero-size dim takes only that dim (its slices then are none: empty results)."""
+    if input.dim() == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    axis = normalize_axes([dim], input.dim())[0]
+    zero_sized = sum(size == 0 for size in input.shape)
+    if input.shape[axis] == 0 and zero_sized > 1:
+        raise RuntimeError("Number of zero sized dimensions is more than one, so unique cannot be applied ")
+    if input.shape[axis] != 0 and zero_sized:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
+    return axis
 
 
 def unique_consecutive(
@@ -366,8 +358,9 @@ def unique_consecutive(
         values = flat[starts]
         inverse = (np.cumsum(starts) - 1).reshape(data.shape)
     else:
-        axis = normalize_axes([dim], input.dim())[0]
-        moved = np.moveaxis(data, axis, 0).reshape(data.shape[axis], -1)
+        axis = _unique_axis(input, dim)
+        # One row per slice along the dim (its width given: -1 cannot be read beside an extent of 0).
+        moved = np.moveaxis(data, axis, 0).reshape(data.shape[axis], int(np.prod(np.delete(data.shape, axis))))
         changed = (moved[1:] != moved[:-1]).any(axis=1)
         starts = np.concatenate([[True], changed]) if moved.shape[0] else np.zeros(0, bool)
         values = np.take(data, np.flatnonzero(starts), axis=axis)
