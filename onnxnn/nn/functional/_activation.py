@@ -63,6 +63,36 @@ __all__ = [
 ]
 
 
+# The activations PyTorch computes only for floating inputs, with the kernel its NotImplementedError
+# names: refused at the call, where onnxnn would promote an integer input to float (silu, glu, the
+# softmaxes) or fail only when the graph runs, with another error.
+_FLOATING_ONLY_KERNELS = {
+    "leaky_relu": "leaky_relu_cpu",
+    "gelu": "GeluKernelImpl",
+    "silu": "silu_cpu",
+    "elu": "elu_cpu",
+    "selu": "elu_cpu",
+    "celu": "elu_cpu",
+    "softplus": "softplus_cpu",
+    "logsigmoid": "log_sigmoid_cpu",
+    "softmax": "softmax_kernel_impl",
+    "log_softmax": "log_softmax_kernel_impl",
+    "softmin": "softmax_kernel_impl",
+    "hardsigmoid": "hardsigmoid_cpu",
+    "hardswish": "hardswish_cpu",
+    "mish": "mish_cpu",
+    "softshrink": "softshrink_check",
+    "rrelu": "rrelu_with_noise_out_cpu",
+    "glu": "glu_cpu",
+}
+
+
+def _check_floating(function: str, input: Tensor) -> None:
+    if not input.dtype.is_floating_point:
+        kernel = _FLOATING_ONLY_KERNELS[function]
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
+
+
 def _in_place(input: Tensor, function, *args) -> Tensor:
     """Runs ``function`` on the tensor's current value and rebinds the tensor to the result."""
     return apply_in_place(input, function, *args)
@@ -82,6 +112,7 @@ def relu_(input: Tensor) -> Tensor:
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """Applies ``max(0, x) + negative_slope * min(0, x)`` elementwise."""
+    _check_floating("leaky_relu", input)
     if inplace:
         return _in_place(input, leaky_relu, negative_slope)
     if lacks_kernels(input):
@@ -106,6 +137,7 @@ def tanh(input: Tensor) -> Tensor:
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """Applies ``x * Phi(x)`` (``approximate='none'``) or its tanh approximation (``'tanh'``)."""
+    _check_floating("gelu", input)
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
     if not lacks_kernels(input):
@@ -120,6 +152,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """Applies ``x * sigmoid(x)`` elementwise."""
+    _check_floating("silu", input)
     if inplace:
         return _in_place(input, silu)
     if input.dtype in REDUCED_FLOATS:
@@ -132,6 +165,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """Applies ``x if x > 0 else alpha * (exp(x) - 1)`` elementwise."""
+    _check_floating("elu", input)
     if inplace:
         return _in_place(input, elu, alpha)
     if lacks_kernels(input):
@@ -144,6 +178,7 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """Applies ``log(1 + exp(beta * x)) / beta``, the identity where ``beta * x > threshold``."""
+    _check_floating("softplus", input)
     if not lacks_kernels(input):
         return _ops.softplus(input, beta, threshold)
     scaled = input * beta
@@ -166,6 +201,7 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
 
 def logsigmoid(input: Tensor) -> Tensor:
     """Applies ``log(sigmoid(x)) = -softplus(-x)`` elementwise, stable for large ``|x|``."""
+    _check_floating("logsigmoid", input)
     return _ops.neg(stable_softplus(_ops.neg(input)))
 
 
@@ -181,6 +217,8 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
     """Applies ``exp(x) / sum(exp(x))`` along ``dim`` (computed in ``dtype`` when given)."""
     if dim is None:
         dim = _softmax_dim("softmax", input.dim(), _stacklevel)
+    if dtype is None:  # with a dtype, PyTorch converts the input first
+        _check_floating("softmax", input)
     return _ops.softmax(input, dim, dtype)
 
 
@@ -188,6 +226,8 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
     """Applies ``log(softmax(x))`` along ``dim``, computed stably in one op."""
     if dim is None:
         dim = _softmax_dim("log_softmax", input.dim(), _stacklevel)
+    if dtype is None:  # with a dtype, PyTorch converts the input first
+        _check_floating("log_softmax", input)
     return _ops.log_softmax(input, dim, dtype)
 
 
@@ -241,6 +281,7 @@ def _negative_expm1(input: Tensor, scale: float = 1.0) -> Tensor:
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """Applies ``scale * (max(0, x) + min(0, alpha * (exp(x) - 1)))`` with SELU's fixed constants."""
+    _check_floating("selu", input)
     if inplace:
         return _in_place(input, selu)
     if lacks_kernels(input):
@@ -257,9 +298,11 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """Applies ``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`` elementwise."""
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    _check_floating("celu", input)
     if inplace:
         return _in_place(input, celu, alpha)
-    if lacks_kernels(input) or input.dtype is dtypes.float16:
+    # onnxruntime's Celu kernel is wrong for a negative alpha (celu(-2, alpha=-1) gives -2, not 1 - e^2).
+    if lacks_kernels(input) or input.dtype is dtypes.float16 or alpha < 0:
         return _ops.where(input <= 0, _negative_expm1(input, alpha) * alpha, input)  # NaN as elu's
     return apply_op("Celu", (input,), {"alpha": float(alpha)}, "CeluBackward0")
 
@@ -271,6 +314,7 @@ def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """Applies ``relu6(x + 3) / 6`` elementwise."""
+    _check_floating("hardsigmoid", input)
     if inplace:
         return _in_place(input, hardsigmoid)
     if lacks_kernels(input):
@@ -284,6 +328,7 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """Applies ``x * relu6(x + 3) / 6`` elementwise (MobileNetV3's h-swish)."""
+    _check_floating("hardswish", input)
     if inplace:
         return _in_place(input, hardswish)
     if lacks_kernels(input):
@@ -296,6 +341,7 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """Applies ``x * tanh(softplus(x))`` elementwise."""
+    _check_floating("mish", input)
     if inplace:
         return _in_place(input, mish)
     if lacks_kernels(input):
@@ -322,6 +368,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """Moves ``x`` towards 0 by ``lambd``, and to 0 where ``|x| <= lambd``."""
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    _check_floating("softshrink", input)
     if lacks_kernels(input):
         zero = _float_scalar(input, 0.0)
         inside = _ops.where(input < -lambd, input + lambd, _ops.where(input != input, input, zero))
@@ -341,6 +388,9 @@ def rrelu(
     Not training, the slope is ``(lower + upper) / 2``. The slopes come from onnxnn's generator and
     enter the graph as data, as dropout's mask does.
     """
+    if lower > upper:  # in evaluation too, as PyTorch's
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    _check_floating("rrelu", input)
     if inplace:
         return _in_place(input, rrelu, lower, upper, training)
     if not training:
@@ -359,6 +409,7 @@ def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, traini
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """The gated linear unit: ``a * sigmoid(b)``, ``a`` and ``b`` the two halves of ``input`` along ``dim``."""
+    _check_floating("glu", input)
     if input.dim() == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
     axis = normalize_axes([dim], input.dim())[0]
@@ -375,6 +426,7 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
         dim = _softmax_dim("softmin", input.dim(), _stacklevel)
     if dtype is not None:
         input = input.to(dtype)
+    _check_floating("softmin", input)
     return _ops.softmax(_ops.neg(input), dim, None)
 
 

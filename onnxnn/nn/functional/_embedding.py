@@ -291,6 +291,12 @@ def embedding_bag(
                 f"embedding_bag: If per_sample_weights ({list(per_sample_weights.shape)}) is not None, "
                 f"then it must have the same shape as the input ({list(input.shape)})"
             )
+        if per_sample_weights.dtype != weight.dtype:  # PyTorch's check: no silent rounding to weight's dtype
+            raise RuntimeError(
+                f"Expected tensor for argument #1 'weight' to have the same type as tensor for argument #1 "
+                f"'per_sample_weights'; but type {weight.dtype} does not equal {per_sample_weights.dtype} "
+                f"(while checking arguments for embedding_bag)"
+            )
     rows, width = weight.shape
     padding_idx = _padding_index(padding_idx, rows)
     values = _index_values(input, "embedding_bag")

@@ -9,7 +9,11 @@ from ...ir.plan import realize_alongside
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import no_grad
 from ...runtime.internal import full_tensor
-from ...runtime.ops.normalization import check_running_statistics_without_grad
+from ...runtime.ops.normalization import (
+    check_floating,
+    check_parameter_dtypes,
+    check_running_statistics_without_grad,
+)
 from ...runtime.ops.opmath import REDUCED_FLOATS, rounded, widened
 from ...runtime.tensor import Tensor, apply_op
 
@@ -87,8 +91,13 @@ def batch_norm(
     ):
         if tensor is not None and tensor.shape != per_channel:
             _check_channel_count(name, tensor, channels, input)
+    check_floating(input, "batch_norm")
+    check_parameter_dtypes(input, running_mean, running_var, weight, bias)
     stat_shape = (1, channels) + (1,) * (len(shape) - 2)
     if training:
+        if (running_mean is None) != (running_var is None):
+            # Only one of them would be updated: PyTorch refuses the pair.
+            raise ValueError("running_mean and running_var must either both be None or neither be None")
         _verify_batch_size(shape)
     if input.numel():  # PyTorch's batch_norm returns before native_batch_norm (and its check) on empty input
         check_running_statistics_without_grad(running_mean, running_var)
@@ -183,6 +192,7 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
             f"Expected weight to be of same shape as normalized_shape, but got weight of shape "
             f"{list(weight.shape)} and normalized_shape = {list(shape)}"
         )
+    check_floating(input, "rms_norm")
     if eps is None:
         eps = _MACHINE_EPSILON.get(input.dtype.name, 0.0)
     x = widened(input)

@@ -233,7 +233,7 @@ def _softmax_input(input: Tensor, dtype) -> Tensor:
 
 def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     input = _softmax_input(input, dtype)
-    axis = normalize_axes([-1 if dim is None else dim], input.dim())[0] if input.dim() else 0
+    axis = normalize_axes([-1 if dim is None else dim], input.dim())[0]  # a 0-d input's dim is 0 or -1
     if input.dim() == 0:
         return apply_op("Softmax", (input.reshape(1),), {"axis": 0}, "SoftmaxBackward0").reshape(())
     return apply_op("Softmax", (input,), shared_attributes((("axis", axis),)), "SoftmaxBackward0")
@@ -241,9 +241,9 @@ def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
 
 def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     input = _softmax_input(input, dtype)
+    axis = normalize_axes([-1 if dim is None else dim], input.dim())[0]  # a 0-d input's dim is 0 or -1
     if input.dim() == 0:
         return apply_op("LogSoftmax", (input.reshape(1),), {"axis": 0}, "LogSoftmaxBackward0").reshape(())
-    axis = normalize_axes([-1 if dim is None else dim], input.dim())[0]
     return apply_op("LogSoftmax", (input,), {"axis": axis}, "LogSoftmaxBackward0")
 
 

@@ -32,7 +32,15 @@ from .padding import pad_constant
 from .training import int64_initializers, node_emitter
 from ..realization import data_of
 
-__all__ = ["layer_norm", "group_norm", "instance_norm", "instance_normalization", "local_response_norm"]
+__all__ = [
+    "layer_norm",
+    "group_norm",
+    "instance_norm",
+    "instance_normalization",
+    "local_response_norm",
+    "check_parameter_dtypes",
+    "check_floating",
+]
 
 
 def check_running_statistics_without_grad(running_mean: Tensor | None, running_var: Tensor | None) -> None:
@@ -47,6 +55,30 @@ def check_running_statistics_without_grad(running_mean: Tensor | None, running_v
                 f"The function 'native_batch_norm' is not differentiable with respect to argument '{name}'. "
                 "This input cannot have requires_grad True."
             )
+
+
+def check_floating(input: Tensor, kernel: str) -> None:
+    """Refuses an integer or bool input with PyTorch's NotImplementedError (``kernel`` is the name its
+    message gives), before a normalization computes in the input's dtype: an integer group_norm
+    would otherwise return truncated zeros."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
+
+
+def check_parameter_dtypes(input: Tensor, *parameters: Tensor | None) -> None:
+    """Refuses parameters (weight, bias, running statistics) of another dtype than ``input``'s, as
+    PyTorch's CPU normalizations do, except float32 ones all together with a float16 or bfloat16
+    input (its mixed-dtype form, computed in float32): a float64 input is not rounded to a float32
+    weight's precision, nor a float32 one widened by a float64 weight."""
+    given = {parameter.dtype for parameter in parameters if parameter is not None}
+    if not given or given == {input.dtype}:
+        return
+    if given == {dtypes.float32} and input.dtype in (dtypes.float16, dtypes.bfloat16):
+        return
+    raise RuntimeError(
+        f"mixed dtype (CPU): all inputs must share same datatype. (input of dtype {input.dtype}, "
+        f"parameters of dtypes {sorted(str(d) for d in given)})"
+    )
 
 
 def _standardized(x: Tensor, axes: list[int], epsilon: float) -> tuple[Tensor, Tensor]:
@@ -420,6 +452,8 @@ def layer_norm(
                 f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
                 f"{list(parameter.shape)} and normalized_shape = {list(shape)}"
             )
+    check_floating(input, "LayerNormKernelImpl")
+    check_parameter_dtypes(input, weight, bias)
     # An empty input takes the reductions too: onnxruntime's LayerNormalization refuses a normalized
     # shape of no elements.
     if _attribute_rounds(input, eps) or input.numel() == 0:
@@ -463,6 +497,8 @@ def group_norm(
                 f"but got {name} of shape {list(parameter.shape)} and input of shape "
                 f"{list(input.shape)}"
             )
+    check_floating(input, "GroupNormKernelImpl")
+    check_parameter_dtypes(input, weight, bias)
     x = input.unsqueeze(-1) if input.dim() == 2 else input
     # An empty batch takes the reductions too: onnxruntime's GroupNormalization (its function body's
     # Reshape to -1) fails on it.
@@ -538,6 +574,8 @@ def instance_norm(
             raise RuntimeError(f"{name} should contain {repeats * channels} elements not {repeats * tensor.numel()}")
     if (running_mean is None) != (running_var is None):
         raise ValueError("running_mean and running_var must either both be None or neither be None")
+    check_floating(input, "batch_norm")
+    check_parameter_dtypes(input, running_mean, running_var, weight, bias)
     check_running_statistics_without_grad(running_mean, running_var)
     if not use_input_stats:
         assert running_mean is not None and running_var is not None  # refused above
