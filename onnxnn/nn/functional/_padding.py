@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.ops.padding import pad_constant
 from ...runtime.tensor import Tensor, outside_autocast
@@ -73,6 +74,9 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
     if mode == "circular":
         return _pad_circular(input, pad)
     _check_reflect_replicate(input, pad, mode)
+    if input.dtype is dtypes.bool:  # PyTorch's reflection and replication kernels have no bool case
+        kernel = "reflection" if mode == "reflect" else "replication"
+        raise NotImplementedError(f"\"{kernel}_pad{spatial}d\" not implemented for 'Bool'")
     positive = [max(p, 0) for p in pad]
     result = input
     if any(positive):

@@ -23,6 +23,10 @@ PyTorch centres each output's filter at ``s * (i + 0.5)`` with ``s = (in - 1) / 
 Resize coordinate mode expresses (its ``align_corners`` maps ``i`` to ``s * i``; onnxruntime and onnx's
 reference then differ from PyTorch by O(1)), so the filter is applied as one ``MatMul`` per axis.
 
+Of the integer dtypes only uint8 resamples (``nearest``, ``nearest-exact``, ``bilinear``, ``bicubic``), as in
+PyTorch; its ``bilinear``/``bicubic`` are PyTorch's separable uint8 passes (width, then height), each
+rounded and clamped to ``[0, 255]`` (``_uint8_separable``).
+
 ``grid_sample`` and ``affine_grid`` record one ``GridSample``/``AffineGrid`` node (opset 20); their rules
 are in ``runtime/ops/sampling.py``. ``grid_sample`` first selects NaN, infinite and far coordinates to
 points with PyTorch's result (``GridSample`` casts them to integers), and with nearest + reflection
@@ -66,6 +70,17 @@ __all__ = [
 _MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
 _INTERPOLATING = ("linear", "bilinear", "bicubic", "trilinear")
 _RANK_OF_MODE = {"linear": 3, "bilinear": 4, "trilinear": 5}
+# PyTorch's CPU kernels resample uint8 in these modes and no other integer (or bool) dtype in any
+# mode; a refusal names the kernel, as PyTorch's NotImplementedError does ("area" pools, and refuses there).
+_UINT8_MODES = ("nearest", "nearest-exact", "bilinear", "bicubic")
+_KERNEL_OF_MODE = {
+    "nearest": "upsample_nearest{spatial}d",
+    "nearest-exact": "_upsample_nearest_exact{spatial}d",
+    "linear": "upsample_linear1d",
+    "bilinear": "upsample_bilinear2d",
+    "bicubic": "upsample_bicubic2d",
+    "trilinear": "upsample_trilinear3d",
+}
 
 
 # ---------------------------------------------------------------- interpolate
@@ -145,13 +160,46 @@ def interpolate(
         # An empty batch: nothing to sample, and Resize's size ratios would divide by the empty axis. A
         # Reshape keeps the result in the graph (its gradient is empty too).
         return input.reshape(tuple(input.shape[:2]) + tuple(output_size))
-    if antialias and align_corners:
-        return _antialiased_with_aligned_corners(input, output_size, mode)
     if mode == "area":
         pool = (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[spatial - 1]
         return pool(input, output_size)
+    if not input.dtype.is_floating_point and not (input.dtype is dtypes.uint8 and mode in _UINT8_MODES):
+        kernel = _KERNEL_OF_MODE[mode].format(spatial=spatial)
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
     if mode in ("nearest", "nearest-exact"):
         return _nearest(input, output_size, scales, mode)
+    if input.dtype is dtypes.uint8:
+        return _uint8_separable(input, output_size, scales, mode, align_corners, antialias)
+    return _interpolated(input, output_size, scales, mode, align_corners, antialias)
+
+
+def _uint8_separable(
+    input: Tensor, output_size: list, scales: list | None, mode: str, align_corners: bool, antialias: bool
+) -> Tensor:
+    """uint8 ``bilinear``/``bicubic`` as PyTorch's separable uint8 kernels compute it: the width pass,
+    then the height pass, each rounded to the nearest integer and clamped to ``[0, 255]``, so bicubic's
+    overshoot is clipped between the passes too; an axis whose size stays is not resampled.
+
+    The passes run in float32 where PyTorch's use fixed-point 16-bit weights: a value may differ by one.
+    """
+    result = input.to(dtypes.float32)
+    sizes = list(input.shape[2:])
+    for axis in (1, 0):  # width, then height
+        if output_size[axis] == sizes[axis]:
+            continue
+        sizes[axis] = output_size[axis]
+        pass_scales = None if scales is None else [scales[0] if axis == 0 else 1.0, scales[1] if axis == 1 else 1.0]
+        result = _interpolated(result, list(sizes), pass_scales, mode, align_corners, antialias)
+        result = (result + 0.5).floor().clamp(0.0, 255.0)
+    return result.to(dtypes.uint8)
+
+
+def _interpolated(
+    input: Tensor, output_size: list, scales: list | None, mode: str, align_corners: bool, antialias: bool
+) -> Tensor:
+    """The interpolating modes on floating-point input: one ``Resize``, or the aligned antialiasing matrices."""
+    if antialias and align_corners:
+        return _antialiased_with_aligned_corners(input, output_size, mode)
     attrs: dict[str, Any] = {
         "mode": "cubic" if mode == "bicubic" else "linear",
         "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel",
