@@ -92,6 +92,16 @@ def _run_direction(mode, steps, batch_sizes, h, c, weights, reverse: bool):
     return outputs, h, c
 
 
+def _check_product_dtypes(operand: Tensor, weight: Tensor) -> None:
+    """PyTorch's error for a cell's matrix product of two dtypes (under autocast, after its casts)."""
+    cast_operand, cast_weight = autocast_arguments("Gemm", (operand, weight))
+    if cast_operand.dtype != cast_weight.dtype:
+        raise RuntimeError(
+            f"mat1 and mat2 must have the same dtype, but got {dtypes.scalar_type_name(cast_operand.dtype)} and "
+            f"{dtypes.scalar_type_name(cast_weight.dtype)}"
+        )
+
+
 def _states_in_dtype_of(data: Tensor, states: tuple) -> tuple:
     """The initial states in the input's dtype, or PyTorch's error.
 
@@ -530,6 +540,10 @@ class RNNCellBase(Module):
                 raise RuntimeError(
                     f"hidden{index} has inconsistent hidden_size: got {state.size(1)}, expected {self.hidden_size}"
                 )
+        # The products meet the weights: PyTorch refuses an input or hidden state of another dtype
+        # (the LSTM's cell state is only added, so it is not checked).
+        _check_product_dtypes(input, self.weight_ih)
+        _check_product_dtypes(states[0], self.weight_hh)
         h, c = _step(
             mode,
             _linear(input, self.weight_ih, self.bias_ih),
