@@ -7,9 +7,11 @@ feeds it to the step graph as data, so changing it never recompiles the step.
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 import warnings
+import weakref
 from bisect import bisect_right
 from collections import Counter
 from typing import Any, Callable
@@ -39,6 +41,32 @@ EPOCH_DEPRECATION_WARNING = (
 def _check_optimizer(optimizer) -> None:
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+
+
+def _track_step_called(optimizer: Optimizer) -> None:
+    """Wraps ``optimizer.step`` (once per optimizer) so that a call marks the optimizer as stepped, as
+    PyTorch's schedulers do: :meth:`LRScheduler.step` warns when its first step comes before the
+    optimizer's (a step taken before the scheduler existed does not count), and, when the optimizer's
+    ``step`` has since been replaced by one without this wrapper, that it was overridden."""
+    if hasattr(optimizer.step, "_wrapped_by_lr_sched"):
+        return
+    # The wrapper lives on the optimizer, so it holds neither the optimizer nor its bound step (a
+    # reference cycle): a bound step is kept as its function and bound on each call; a plain
+    # function the caller set on the instance is called as it is.
+    optimizer_reference = weakref.ref(optimizer)
+    function: Any = getattr(optimizer.step, "__func__", None)
+    plain_step: Any = optimizer.step if function is None else None
+
+    @functools.wraps(plain_step if function is None else function)
+    def wrapper(*args, **kwargs):
+        stepped = optimizer_reference()
+        stepped._opt_called = True  # type: ignore[union-attr]
+        if function is None:
+            return plain_step(*args, **kwargs)
+        return function.__get__(stepped, type(stepped))(*args, **kwargs)
+
+    wrapper._wrapped_by_lr_sched = True  # type: ignore[attr-defined]
+    optimizer.step = wrapper  # type: ignore[method-assign]
 
 
 def _copy(value):
@@ -107,6 +135,7 @@ class LRScheduler:
                     )
         self.base_lrs: list = _param_groups_val_list(optimizer, "initial_lr")
         self.last_epoch = last_epoch
+        _track_step_called(optimizer)
         self._initial_step()
 
     def _initial_step(self) -> None:
@@ -144,7 +173,15 @@ class LRScheduler:
 
     def step(self, epoch: int | None = None) -> None:
         """Advances the schedule by one epoch (or, deprecated, to ``epoch``) and writes the lrs."""
-        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
+        if self._step_count == 1 and not hasattr(self.optimizer.step, "_wrapped_by_lr_sched"):
+            warnings.warn(
+                "Seems like `optimizer.step()` has been overridden after learning rate scheduler "
+                "initialization. Please, make sure to call `optimizer.step()` before "
+                "`lr_scheduler.step()`. See more details at "
+                "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
+                UserWarning,
+            )
+        elif self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
             warnings.warn(
                 "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
                 "later, you should call them in the opposite order: `optimizer.step()` before "

@@ -158,8 +158,6 @@ class Optimizer:
                             f"{func} must return None or a tuple of (new_args, new_kwargs), but got {result}."
                         )
             output = func(*args, **kwargs)
-            # Learning-rate schedulers read this to warn about stepping them before the optimizer.
-            self._opt_called = True
             for post_hook in chain(self._optimizer_step_post_hooks.values(), _global_step_post_hooks.values()):
                 post_hook(self, args, kwargs)
             return output
