@@ -110,6 +110,35 @@ def _expands_to_empty(graph: onnx.GraphProto, constants: dict) -> bool:
     return False
 
 
+# onnxruntime 1.31's MatmulTransposeFusion folds a Transpose into the MatMul it feeds (FusedMatMul),
+# whose kernel mishandles a size of 0: with the transpose moving a 0 into the rows
+# (``a.permute(1, 0, 2) @ b``, a of shape (0, 2, 4)) it divides by zero and the process dies of
+# SIGFPE, and with an empty contracted dim (``a.transpose(1, 2) @ b`` over a length of 0) it returns
+# the previous run's memory instead of zeros, once the session ran at other sizes. A graph goes
+# without it when a Transpose feeds a MatMul and a 0 may reach the graph: an input or output with a
+# dim of 0, or of a size known only at the run (symbolic sizes).
+_MATMUL_TRANSPOSE_FUSION = "MatmulTransposeFusion"
+
+
+def _transposes_into_a_matmul(graph: onnx.GraphProto) -> bool:
+    transposed = {node.output[0] for node in graph.node if node.op_type == "Transpose"}
+    return bool(transposed) and any(
+        node.op_type == "MatMul" and transposed.intersection(node.input) for node in graph.node
+    )
+
+
+def _may_hold_an_empty_dim(graph: onnx.GraphProto) -> bool:
+    """Whether an input or output of ``graph`` has a dim of 0, or one whose size is not fixed."""
+    for info in list(graph.input) + list(graph.output):
+        tensor_type = info.type.tensor_type
+        if not tensor_type.HasField("shape"):
+            return True
+        for dim in tensor_type.shape.dim:
+            if not dim.HasField("dim_value") or dim.dim_value == 0:
+                return True
+    return False
+
+
 def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
     """The onnxruntime graph transformers that onnxnn's session of ``model`` leaves out.
 
@@ -117,8 +146,9 @@ def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
     or functions) holds an op whose NCHWc kernel repays the layout's reorders (``NCHWC_REPAYING_OPS``;
     a convolution of the main graph only with a constant weight); ``CommonSubexpressionElimination``
     in a graph of more than ``COMMON_SUBEXPRESSIONS_MOST_NODES`` nodes; ``LayerNormFusionL1`` in a
-    graph with a Pow (see ``_POW_BREAKS_LAYER_NORM_FUSION``); ``GemmTransposeFusion``, the transpose
-    optimizer and ``ExpandElimination`` where the graph has the patterns they break. A serialized model keeps all
+    graph with a Pow (see ``_POW_BREAKS_LAYER_NORM_FUSION``); ``GemmTransposeFusion``,
+    ``MatmulTransposeFusion``, the transpose optimizer and ``ExpandElimination`` where the graph has the
+    patterns they break. A serialized model keeps all
     but these.
     """
     if isinstance(model, bytes):
@@ -131,6 +161,8 @@ def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
         disabled.append(_POW_BREAKS_LAYER_NORM_FUSION)
     if _gemm_reads_a_transposed_output(graph):
         disabled.append("GemmTransposeFusion")
+    if _transposes_into_a_matmul(graph) and _may_hold_an_empty_dim(graph):
+        disabled.append(_MATMUL_TRANSPOSE_FUSION)
     if any(node.op_type == "Pad" and len(node.input) > 3 and node.input[3] for node in graph.node):
         # onnxruntime 1.31's transpose optimizer moves a Transpose through a Pad as if its pads covered
         # every axis, ignoring an ``axes`` input (an imported model's Pad may have one): a wrong shape,

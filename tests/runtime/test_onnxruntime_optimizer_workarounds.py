@@ -4,6 +4,9 @@ leave those optimizers out where the graph has the pattern (``runtime/sessions.p
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -116,3 +119,32 @@ def test_an_expand_to_an_empty_shape_stays_empty(executor, compute, shape):
     with onnxnn.set_executor(executor):
         result = compute().numpy()
     assert result.shape == shape
+
+
+def test_a_transpose_moving_an_empty_dim_into_a_product_runs():
+    # MatmulTransposeFusion's kernel divided by zero here: the process died of SIGFPE. So the product
+    # runs in a process of its own, where a regression fails this test instead of killing the run.
+    script = (
+        "import onnxnn\n"
+        "with onnxnn.set_executor('onnxruntime'):\n"
+        "    a, b = onnxnn.ones(0, 2, 4), onnxnn.ones(2, 4, 5)\n"
+        "    print((a.permute(1, 0, 2) @ b).numpy().shape)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(2, 0, 5)"
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_a_product_over_an_empty_transposed_dim_is_zero_after_other_sizes(executor):
+    # A session that ran at other lengths (a graph with symbolic sizes from the second) returned the
+    # previous run's memory for a contracted length of 0, where the sum of no terms is 0.
+    with onnxnn.set_executor(executor):
+        for length in (4, 7, 5, 0):
+            a = onnxnn.tensor(RNG.standard_normal((2, length, 3)), requires_grad=True)
+            b = onnxnn.tensor(RNG.standard_normal((2, length, 5)))
+            product = a.transpose(1, 2) @ b
+            (product * 2).sum().backward()
+            expected = np.swapaxes(a.detach().numpy(), 1, 2) @ b.numpy()
+            np.testing.assert_allclose(product.detach().numpy(), expected, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(a.grad.numpy(), 2 * b.numpy().sum(-1, keepdims=True).repeat(3, -1), rtol=1e-12)
