@@ -16,7 +16,7 @@ from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir import random as _random
 from ...runtime.internal import apply_in_place, constant_tensor, full_tensor
-from ...runtime.ops._common import normalize_axes
+from ...runtime.ops._common import check_floating, normalize_axes
 from ...runtime.ops.hardtanh import hardtanh as _hardtanh
 from ...runtime.ops.nn_ops import keep_nans
 from ...runtime.ops.opmath import REDUCED_FLOATS, rounded, widened
@@ -88,9 +88,7 @@ _FLOATING_ONLY_KERNELS = {
 
 
 def _check_floating(function: str, input: Tensor) -> None:
-    if not input.dtype.is_floating_point:
-        kernel = _FLOATING_ONLY_KERNELS[function]
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
+    check_floating(input, _FLOATING_ONLY_KERNELS[function])
 
 
 def _in_place(input: Tensor, function, *args) -> Tensor:

@@ -9,11 +9,8 @@ from ...ir.plan import realize_alongside
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import no_grad
 from ...runtime.internal import full_tensor
-from ...runtime.ops.normalization import (
-    check_floating,
-    check_parameter_dtypes,
-    check_running_statistics_without_grad,
-)
+from ...runtime.ops._common import check_floating
+from ...runtime.ops.normalization import check_parameter_dtypes, check_running_statistics_without_grad
 from ...runtime.ops.opmath import REDUCED_FLOATS, rounded, widened
 from ...runtime.tensor import Tensor, apply_op
 

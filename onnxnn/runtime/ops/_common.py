@@ -87,6 +87,13 @@ def broadcast_values(values) -> tuple:
     return broadcast_shapes(*(value.shape for value in values))
 
 
+def check_floating(tensor: Tensor, kernel: str) -> None:
+    """Refuses an integer or bool ``tensor`` with PyTorch's NotImplementedError for a kernel built for
+    floating types only (``kernel``: the name its message gives)."""
+    if not tensor.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_type_name(tensor.dtype)}'")
+
+
 def normalize_axes(axes, rank: int) -> list[int]:
     """Wraps negative dims into [0, rank), with PyTorch's IndexError for out-of-range ones."""
     bound = max(rank, 1)

@@ -26,7 +26,7 @@ from ...ir.registry import (
     size_blind_session_lowerings,
     unmaterialized_gradients,
 )
-from ._common import Tensor, apply_op, normalize_axes
+from ._common import check_floating, Tensor, apply_op, normalize_axes
 from .conv_gradients import channel_sum, needs_input_grad
 from .padding import pad_constant
 from .training import int64_initializers, node_emitter
@@ -39,7 +39,6 @@ __all__ = [
     "instance_normalization",
     "local_response_norm",
     "check_parameter_dtypes",
-    "check_floating",
 ]
 
 
@@ -55,14 +54,6 @@ def check_running_statistics_without_grad(running_mean: Tensor | None, running_v
                 f"The function 'native_batch_norm' is not differentiable with respect to argument '{name}'. "
                 "This input cannot have requires_grad True."
             )
-
-
-def check_floating(input: Tensor, kernel: str) -> None:
-    """Refuses an integer or bool input with PyTorch's NotImplementedError (``kernel`` is the name its
-    message gives), before a normalization computes in the input's dtype: an integer group_norm
-    would otherwise return truncated zeros."""
-    if not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
 
 
 def check_parameter_dtypes(input: Tensor, *parameters: Tensor | None) -> None:
