@@ -25,7 +25,7 @@ from ..ir import dtypes
 from ..ir import random as _random
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import constant_tensor
-from ..runtime.ops._common import check_floating
+from ..runtime.ops._common import check_floating as _check_floating
 from ..runtime.tensor import Tensor
 
 __all__ = [
@@ -98,7 +98,7 @@ _CPP_TYPE_NAMES = {
 def _check_uniform_bounds(tensor: Tensor, low: float, high: float) -> None:
     """PyTorch's ``check_uniform_bounds``: finite bounds within the dtype, ``low <= high``, and a range
     ``high - low`` the dtype can hold (else the samples would be inf or NaN)."""
-    check_floating(tensor, "check_uniform_bounds")
+    _check_floating(tensor, "check_uniform_bounds")
     largest = float(ml_dtypes.finfo(tensor.dtype.numpy_dtype).max)  # numpy's finfo has no bfloat16
     name = _CPP_TYPE_NAMES.get(tensor.dtype.name, tensor.dtype.name)
     for label, bound in (("from", low), ("to", high)):
@@ -114,7 +114,7 @@ def _check_uniform_bounds(tensor: Tensor, low: float, high: float) -> None:
 
 
 def _check_normal(tensor: Tensor, std: float) -> None:
-    check_floating(tensor, "normal_kernel_cpu")
+    _check_floating(tensor, "normal_kernel_cpu")
     if not std >= 0.0:  # also NaN
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
 
@@ -251,7 +251,7 @@ def trunc_normal_(
     mass = normal_cdf((b - mean) / std) - normal_cdf((a - mean) / std)
     shape, count = tuple(tensor.shape), tensor.numel()
     if mass > _TRUNC_NORMAL_DIRECT_MASS:
-        check_floating(tensor, "normal_kernel_cpu")
+        _check_floating(tensor, "normal_kernel_cpu")
         # The bounds as the tensor holds them, so that rounding a kept sample cannot leave [a, b].
         low, high = (float(np.asarray(bound, dtype=tensor.dtype.numpy_dtype)) for bound in (a, b))
         values = _random.normal((count,), np.float64, mean, std, generator)
@@ -412,7 +412,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator=None) -> Tensor:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0 or _skip_depth:
         return tensor
-    check_floating(tensor, "normal_kernel_cpu")
+    _check_floating(tensor, "normal_kernel_cpu")
     rows = tensor.shape[0]
     columns = tensor.numel() // rows
     flattened = _random.normal((rows, columns), np.float64, generator=generator)
