@@ -11,6 +11,9 @@
   ``nearest-exact``, ``bilinear`` and ``bicubic``: NotImplementedError, as PyTorch's kernels.
 - ``F.pad`` in ``reflect`` and ``replicate`` mode refuses bool (NotImplementedError); ``circular``
   pads it.
+- ``F.unfold`` and ``F.fold`` (im2col, col2im) take floating and bool tensors; integers are refused
+  with NotImplementedError. ``adaptive_avg_pool*d`` with an ``output_size`` of the wrong length raises
+  RuntimeError, as the max pools do.
 """
 
 from __future__ import annotations
@@ -141,3 +144,35 @@ def test_circular_pads_bool(executor):
     with onnxnn.set_executor(executor):
         padded = F.pad(onnxnn.tensor(x), (2, 1), "circular").numpy()
     np.testing.assert_array_equal(padded, np.pad(x, ((0, 0), (0, 0), (2, 1)), mode="wrap"))
+
+
+BLOCK_CASES = [
+    # (function, argument shape, kernel name in the refusal)
+    (lambda x: F.unfold(x, 2), (1, 1, 4, 4), "im2col_out_cpu"),
+    (lambda x: F.fold(x, (3, 3), 2), (1, 4, 4), "col2im_out_cpu"),
+]
+
+
+@pytest.mark.parametrize("function, shape, kernel", BLOCK_CASES)
+@pytest.mark.parametrize("dtype, name", [(onnxnn.int64, "Long"), (onnxnn.int8, "Char"), (onnxnn.uint8, "Byte")])
+def test_blocks_refuse_integers(function, shape, kernel, dtype, name):
+    with pytest.raises(NotImplementedError, match=f"^\"{kernel}\" not implemented for '{name}'$"):
+        function(onnxnn.ones(*shape, dtype=dtype))
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_unfold_takes_bool(executor):
+    image = np.arange(16).reshape(1, 1, 4, 4) % 3 == 0
+    with onnxnn.set_executor(executor):
+        blocks = F.unfold(onnxnn.tensor(image), 2).numpy()
+    # Column (i, j) of the blocks is the 2x2 patch at (i, j), read row-major: (kh, kw) down the rows.
+    expected = np.stack([image[0, 0, i : i + 2, j : j + 2].reshape(-1) for i in range(3) for j in range(3)], 1)
+    assert blocks.dtype == np.bool_
+    np.testing.assert_array_equal(blocks[0], expected)
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_adaptive_average_pools_refuse_an_output_size_of_another_length(rank):
+    pool = getattr(F, f"adaptive_avg_pool{rank}d")
+    with pytest.raises(RuntimeError, match="output_size must be"):
+        pool(onnxnn.zeros((1, 1) + (4,) * rank), (2,) * (rank + 1))

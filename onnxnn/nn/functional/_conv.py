@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.ops.conv import (
     conv1d,
@@ -141,6 +142,12 @@ def _fold_arguments(function: str, kernel_size, dilation, padding, stride):
 
 
 @outside_autocast()  # an exact copy in PyTorch (im2col, unlisted)
+def _check_block_dtype(input: Tensor, kernel: str) -> None:
+    """PyTorch's im2col and col2im kernels take floating and bool tensors only (integers are refused)."""
+    if not (input.dtype.is_floating_point or input.dtype is dtypes.bool):
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
+
+
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Extracts sliding local blocks (im2col): ``(N, C, H, W)`` -> ``(N, C * kH * kW, L)``.
 
@@ -178,6 +185,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
             f"calculated shape of the array of sliding blocks as ({blocks[0]}, {blocks[1]}), but its "
             f"components must be at least one."
         )
+    _check_block_dtype(input, "im2col_out_cpu")
     result = im2col(x, kernel, strides, pads, pads, dilations)
     return result.squeeze(0) if added_batch else result
 
@@ -227,5 +235,6 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
             f"calculated number of sliding blocks {blocks[0]} * {blocks[1]} = "
             f"{blocks[0] * blocks[1]}, but got input.size(2)={x.shape[2]}."
         )
+    _check_block_dtype(input, "col2im_out_cpu")
     result = col2im(x, output, kernel, strides, pads, pads, dilations)
     return result.squeeze(0) if added_batch else result

@@ -53,7 +53,7 @@ def _adaptive_avg_pool(input: Tensor, output_size, rank: int) -> Tensor:
         return apply_op("GlobalAveragePool", (input,), None, name)
     sizes: list = [output_size] * rank if isinstance(output_size, int) or output_size is None else list(output_size)
     if len(sizes) != rank:
-        raise ValueError(f"{function}: output_size must be {rank}")
+        raise RuntimeError(f"{function}: output_size must be {rank}")
     x, added_batch = batched(input, rank, function)
     spatial = list(x.shape[2:])
     sizes = [size if out is None else int(out) for size, out in zip(spatial, sizes)]
