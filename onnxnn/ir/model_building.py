@@ -172,8 +172,12 @@ def build_model(
         return value is not None and id(value) not in computed and id(value) not in fed
 
     domains = {""}
+    empty_intermediates: dict = {}  # name -> value: see below
     for node_index, node in enumerate(plan.nodes):
         inputs = ["" if value is None else name_of(value) for value in node.inputs]
+        for name, value in zip(inputs, node.inputs):
+            if value is not None and 0 in value.shape and id(value) in computed:
+                empty_intermediates[name] = value
         outputs = [
             produced.get((node_index, i)) or generated(f"node_{node_index}_{i}") for i in range(node.num_outputs)
         ]
@@ -219,7 +223,16 @@ def build_model(
         helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape)
         for name, value in zip(output_names, plan.outputs)
     ]
-    graph = helper.make_graph(onnx_nodes + identity_nodes, graph_name, graph_inputs, graph_outputs)
+    # An intermediate of size 0 keeps its shape in the model: some of onnxruntime's fusions break on
+    # empty tensors, and the session's choice of them reads the model (``disabled_optimizers``).
+    value_infos = [
+        helper.make_tensor_value_info(name, value.dtype.onnx_type, value.shape)
+        for name, value in empty_intermediates.items()
+        if name not in output_names
+    ]
+    graph = helper.make_graph(
+        onnx_nodes + identity_nodes, graph_name, graph_inputs, graph_outputs, value_info=value_infos
+    )
     opsets = [helper.make_opsetid(domain, opset_version if domain == "" else 1) for domain in sorted(domains)]
     model = helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION, producer_name="onnxnn")
     # The initializers go into the model's own graph last: make_model copies the graph it is given.

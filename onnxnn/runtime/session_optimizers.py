@@ -115,8 +115,9 @@ def _expands_to_empty(graph: onnx.GraphProto, constants: dict) -> bool:
 # (``a.permute(1, 0, 2) @ b``, a of shape (0, 2, 4)) it divides by zero and the process dies of
 # SIGFPE, and with an empty contracted dim (``a.transpose(1, 2) @ b`` over a length of 0) it returns
 # the previous run's memory instead of zeros, once the session ran at other sizes. A graph goes
-# without it when a Transpose feeds a MatMul and a 0 may reach the graph: an input or output with a
-# dim of 0, or of a size known only at the run (symbolic sizes).
+# without it when a Transpose feeds a MatMul and a 0 may reach the graph: an input, output or
+# intermediate (``build_model`` keeps the shapes of the empty ones) with a dim of 0, or of a size known
+# only at the run (symbolic sizes).
 _MATMUL_TRANSPOSE_FUSION = "MatmulTransposeFusion"
 
 
@@ -128,8 +129,9 @@ def _transposes_into_a_matmul(graph: onnx.GraphProto) -> bool:
 
 
 def _may_hold_an_empty_dim(graph: onnx.GraphProto) -> bool:
-    """Whether an input or output of ``graph`` has a dim of 0, or one whose size is not fixed."""
-    for info in list(graph.input) + list(graph.output):
+    """Whether an input, output or intermediate of ``graph`` (with a value info) has a dim of 0, or one
+    whose size is not fixed."""
+    for info in list(graph.input) + list(graph.output) + list(graph.value_info):
         tensor_type = info.type.tensor_type
         if not tensor_type.HasField("shape"):
             return True

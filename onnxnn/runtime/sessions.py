@@ -426,7 +426,9 @@ class SessionCache:
 
 
 def symbolic_inputs(model, dims) -> None:
-    """Names the symbolic input dims (``input_{i}_dim_{axis}``) and leaves every output dim unknown, in place."""
+    """Names the symbolic input dims (``input_{i}_dim_{axis}``) and leaves every output dim unknown, in
+    place; the intermediates' shapes (``build_model``'s empty ones), those of one size, go."""
+    del model.graph.value_info[:]
     graph_inputs = model.graph.input
     for position, axis in dims:
         dim = graph_inputs[position].type.tensor_type.shape.dim[axis]
