@@ -269,7 +269,7 @@ def test_gaussian_nll_loss_gradient_passes_the_clamp_unchanged():
     np.testing.assert_allclose(var.grad.numpy(), 0.5 / clamped - 0.5 / clamped**2, rtol=1e-15)
 
 
-def test_poisson_full_loss_is_finite_at_zero_targets_with_finite_gradients():
+def test_poisson_full_loss_is_finite_at_zero_targets():
     x = onnxnn.tensor([0.5, 1.0, 2.0], dtype=onnxnn.float64, requires_grad=True)
     t = onnxnn.tensor([0.0, 1.0, 3.0], dtype=onnxnn.float64, requires_grad=True)
     loss = F.poisson_nll_loss(x, t, full=True, reduction="sum")
@@ -279,7 +279,9 @@ def test_poisson_full_loss_is_finite_at_zero_targets_with_finite_gradients():
         ref_poisson(x.detach().numpy(), t.detach().numpy(), full=True).sum(),
         rtol=2 * gamma(DEPTH, np.float64),
     )
-    assert np.isfinite(x.grad.numpy()).all() and np.isfinite(t.grad.numpy()).all()
+    # PyTorch's target gradient is NaN at target 0 (the masked Stirling term's 0 * log(0)); see
+    # tests/nn/test_loss_leftovers.py. The input gradient stays finite.
+    assert np.isfinite(x.grad.numpy()).all() and np.isfinite(t.grad.numpy()[1:]).all()
 
 
 def test_hinge_embedding_counts_both_terms_for_other_targets():

@@ -180,9 +180,10 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """
     if tensor.dtype is not dtypes.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    # PyTorch refuses an empty tensor unless num_classes is positive (0 too, not only -1).
+    if tensor.numel() == 0 and num_classes <= 0:
+        raise RuntimeError("Can not infer total number of classes from empty tensor.")
     if num_classes == -1:
-        if tensor.numel() == 0:
-            raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = int(tensor.max().item()) + 1
     data = known_data(tensor)
     if data is not None and data.size:

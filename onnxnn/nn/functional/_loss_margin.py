@@ -33,8 +33,10 @@ __all__ = [
     "triplet_margin_with_distance_loss",
 ]
 
-# PyTorch's cosine_embedding_loss adds this to each squared magnitude.
-_COSINE_EPSILON = 1e-12
+# PyTorch's cosine_embedding_loss adds this to each squared magnitude: ``constexpr float EPSILON =
+# 1e-12`` (Loss.cpp), so float64 inputs get 1e-12 rounded to float32, 9.99999996e-13, which is
+# what sets the gradient's scale at a zero norm (1 / sqrt(EPSILON)).
+_COSINE_EPSILON = float(np.float32(1e-12))
 
 
 def _hinge(x: Tensor) -> Tensor:
@@ -163,9 +165,11 @@ def multilabel_margin_loss(
     chosen = _ops.logical_and(is_listed_class, listed.unsqueeze(2))
     is_target = chosen.any(1)  # (N, C)
     picked = _ops.where(chosen, x.unsqueeze(1), 0.0).sum(2)  # x[y_j]: (N, J)
-    hinge = _ops.relu(1 - picked.unsqueeze(2) + x.unsqueeze(1))  # (N, J, C)
+    margin = 1 - picked.unsqueeze(2) + x.unsqueeze(1)  # (N, J, C)
     counted = _ops.logical_and(listed.unsqueeze(2), _ops.logical_not(is_target).unsqueeze(1))
-    loss = _ops.where(counted, hinge, 0.0).sum((1, 2)) / classes
+    # PyTorch's kernel adds a term only where it is > 0: a NaN one is skipped, value and gradient.
+    counted = _ops.logical_and(counted, _ops.gt(margin, 0))
+    loss = _ops.where(counted, margin, 0.0).sum((1, 2)) / classes
     if input.dim() < 2:
         loss = loss.reshape(())
     return _reduce_loss(loss, reduction, "MultilabelMarginLossBackward0")
@@ -214,12 +218,17 @@ def multi_margin_loss(
     x = _as_matrix(input)
     mask = _class_mask(target.reshape(samples, 1), classes, 1)  # (N, C)
     picked = _ops.where(mask, x, 0.0).sum(1, keepdim=True)
-    hinge = _ops.relu(margin - picked + x)
+    difference = margin - picked + x
+    # PyTorch's kernel adds (and weighs) a term only where it is > 0 and not the target's: a NaN term
+    # is skipped, value and gradient, and so is the target's weight (even NaN) where none counts.
+    counted = _ops.logical_and(_ops.gt(difference, 0), _ops.logical_not(mask))
+    hinge = _ops.where(counted, difference, 0.0)
     if p == 2:
         hinge = hinge * hinge
     if weight is not None:
-        hinge = hinge * _ops.where(mask, weight.to(x.dtype), 0.0).sum(1, keepdim=True)
-    loss = _ops.where(mask, 0.0, hinge).sum(1) / classes
+        target_weight = _ops.where(mask, weight.to(x.dtype), 0.0).sum(1, keepdim=True)
+        hinge = hinge * _ops.where(counted, target_weight, 0.0)
+    loss = hinge.sum(1) / classes
     return _reduce_loss(loss.reshape(target.shape), reduction, "MultiMarginLossBackward0")
 
 

@@ -113,11 +113,11 @@ def poisson_nll_loss(
     else:
         loss = input - target * _ops.log(input + eps)
     if full:
-        large = _ops.gt(target, 1)
-        # Stirling's term is nan at 0 and masked there; a safe argument keeps nan out of the gradient too.
-        safe = _ops.where(large, target, 2.0)
-        stirling = safe * _ops.log(safe) - safe + _ops.log(safe * (2 * math.pi)) * 0.5
-        loss = loss + _ops.where(large, stirling, 0.0)
+        # PyTorch's masked_fill(target <= 1, 0) of the term computed everywhere: a NaN target keeps its
+        # NaN, and the masked term's zero gradient times log(target) and 1 / target is NaN where
+        # target <= 0 (0 * -inf, 0 * NaN) and 0 in (0, 1], the target gradient PyTorch gives.
+        stirling = target * _ops.log(target) - target + _ops.log(target * (2 * math.pi)) * 0.5
+        loss = loss + _ops.where(_ops.le(target, 1), 0.0, stirling)
     return _reduce_loss(loss, reduction, "PoissonNllLossBackward0")
 
 
@@ -187,10 +187,9 @@ def kl_div(
     if log_target:
         loss = _ops.exp(target) * (target - input)
     else:
-        # xlogy: 0 * log(0) is 0; the safe argument keeps the unused branch's nan out of the gradient.
-        zero = _ops.eq(target, 0)
-        safe = _ops.where(zero, 1.0, target)
-        loss = _ops.where(zero, 0.0, target * _ops.log(safe)) - target * input
+        # PyTorch's xlogy(target, target): 0 at target == 0, where its target gradient
+        # (log(target) + target / target) is NaN.
+        loss = _ops.xlogy(target, target) - target * input
     if reduction == "batchmean":
         total = _reduce_loss(loss, "sum", "KlDivBackward0")
         return total / input.shape[0] if input.dim() != 0 else total
