@@ -18,7 +18,8 @@ from typing import Callable
 from ..runtime.backward import grad
 from ..runtime.creation import zeros, zeros_like
 from ..runtime.grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
-from ..runtime.ops.shape import cat, split, stack
+from ..runtime.ops.shape import cat, stack
+from ..runtime.ops.splitting import split
 from ..runtime.tensor import Tensor
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]

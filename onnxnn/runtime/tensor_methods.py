@@ -435,7 +435,12 @@ class TensorMethods:
     def flip(self, *dims, **named):
         return ops.flip(self, _dims_argument(dims, named, "flip"))
 
-    def split(self, split_size, dim=0):
+    def split(self, split_size=None, dim=0, *, split_size_or_sections=None):
+        # ``split_size_or_sections`` is torch.split's name, which onnxnn.split forwards here.
+        if split_size is None:
+            if split_size_or_sections is None:
+                raise TypeError("split() missing 1 required positional argument: 'split_size'")
+            split_size = split_size_or_sections
         return ops.split(self, split_size, dim)
 
     def chunk(self, chunks, dim=0):

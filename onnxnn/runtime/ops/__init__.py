@@ -12,6 +12,7 @@ from .activations import *  # noqa: F401,F403
 from .comparison import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
+from .splitting import *  # noqa: F401,F403
 from .padding import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403

@@ -23,7 +23,8 @@ from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
 from . import reduce as _r
-from .shape import chunk, split, stack
+from .shape import stack
+from .splitting import chunk, split
 from .stats import (
     check_bin_count,
     cpp_number,

@@ -400,6 +400,12 @@ def check_flat_bounds(index: Tensor, numel: int) -> None:
         raise IndexError(f"out of range: tried to access index {outside} on a tensor of {numel} elements.")
 
 
+class IndexOutOfRangeError(IndexError, RuntimeError):
+    """``index_select``'s index out of range. PyTorch raises IndexError ("index out of range in self"),
+    or RuntimeError where it picks another kernel (a contiguous input, a dim other than 0): an
+    ``except`` of either type catches this one."""
+
+
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """The entries of ``input`` along ``dim`` at the positions in the 1-D ``index``.
 
@@ -414,8 +420,9 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
         raise IndexError("index_select(): Index is supposed to be a vector")
     axis = normalize_axes([dim], input.dim())[0]
     size = input.shape[axis] if input.dim() else 1
-    if _first_outside(index, 0, size) is not None:
-        raise IndexError("index out of range in self")
+    outside = _first_outside(index, 0, size)
+    if outside is not None:
+        raise IndexOutOfRangeError(f"index out of range in self: index {outside} is not in [0, {size}) (dim {axis})")
     index = as_int64(negatives_out_of_range(index, size))
     if input.dim() == 0:
         return apply_op("Gather", (input.reshape(1), index.reshape(-1)), {"axis": 0}, "IndexSelectBackward0").reshape(

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from ._common import Tensor
 from .padding import pad_constant
-from .shape import narrow
+from .splitting import narrow
 
 __all__ = ["inclusive_scan"]
 

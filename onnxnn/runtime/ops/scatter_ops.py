@@ -38,12 +38,31 @@ def _wrapped(index: Tensor, size: int) -> Tensor:
     return _e.where(_c.lt(index, 0), _e.add(index, size), index)
 
 
+def _index_tensors(indices) -> tuple:
+    """``index_put``'s indices checked as PyTorch's: a tuple or list of index tensors (a None, a list,
+    or a float tensor among them is refused; one bare tensor would be iterated into 0-d indices)."""
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(
+            f"index_put_(): argument 'indices' (position 1) must be tuple of Tensors, not {type(indices).__name__}"
+        )
+    for position, index in enumerate(indices):
+        if not isinstance(index, Tensor):
+            raise TypeError(f"expected Tensor as element {position} in argument 0, but got {type(index).__name__}")
+        if index.dtype not in (dtypes.int64, dtypes.int32, dtypes.uint8, dtypes.bool):
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if not indices:
+        raise RuntimeError("index_put_(): expected at least one index tensor")
+    return tuple(indices)
+
+
 def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     """A copy of ``input`` with ``input[indices] = values`` (``+=`` with repeats summed when ``accumulate``)."""
-    indices = tuple(indices)
-    if accumulate and isinstance(values, Tensor):  # without accumulate, setitem checks (masks excepted)
+    indices = _index_tensors(indices)
+    if not isinstance(values, Tensor):
+        raise TypeError(f"index_put_(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
+    if accumulate:  # without accumulate, setitem checks (masks excepted)
         check_index_put_dtypes(input.dtype, values.dtype)
-    if not accumulate or any(index is not None and index.dtype is dtypes.bool for index in indices):
+    if not accumulate or any(index.dtype in (dtypes.bool, dtypes.uint8) for index in indices):  # masks
         result = input.clone()
         if accumulate:
             setitem(result, indices, result[indices] + values)
@@ -57,8 +76,6 @@ def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tenso
     shape = broadcast_shapes(*[tuple(index.shape) for index in indices])
     columns = [_wrapped(index, input.shape[axis]).expand(shape).unsqueeze(-1) for axis, index in enumerate(indices)]
     table = cat(columns, -1) if len(columns) > 1 else columns[0]
-    if not isinstance(values, Tensor):
-        values = Tensor._full((), values, input.dtype, input.device)
     updates = values.to(input.dtype).expand(tuple(shape) + tuple(input.shape[len(indices) :]))
     return apply_op("ScatterND", (input, table, updates), {"reduction": "add"}, "IndexPutBackward0")
 
@@ -134,6 +151,8 @@ def scatter_reduce(
         {"axis": axis, "reduction": _ONNX_REDUCTIONS[reduce]},
         "ScatterReduceBackward0",
     )
+    if reduce in ("amax", "amin") and input.dtype.is_floating_point:
+        return _with_nans(result, base, index, src, axis)
     if reduce != "mean":
         return result
     ones = Tensor._full(tuple(index.shape), 1, input.dtype, input.device)
@@ -143,6 +162,15 @@ def scatter_reduce(
     if input.dtype.is_floating_point:
         return _division.div(result, counts)
     return _division.div(result, counts, rounding_mode="floor")
+
+
+def _with_nans(result: Tensor, base: Tensor, index: Tensor, src: Tensor, axis: int) -> Tensor:
+    """``result`` (a max or min scatter) with NaN wherever a NaN took part, as PyTorch's amax and amin
+    propagate it: onnxruntime's ScatterElements max/min drops NaN, both the update's and the data's
+    (a NaN among the values reduced into an element is then silently replaced by the others' max)."""
+    nans = _c.isnan(base).to(base.dtype)
+    nans = apply_op("ScatterElements", (nans, index, _c.isnan(src).to(base.dtype)), {"axis": axis, "reduction": "add"})
+    return _e.where(_c.gt(nans, 0), float("nan"), result)
 
 
 def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:

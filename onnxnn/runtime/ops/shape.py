@@ -1,4 +1,5 @@
-"""Shape ops: Reshape, Transpose, Squeeze/Unsqueeze, Expand, Concat, Split, Slice, Flatten, Tile (Pad: padding.py).
+"""Shape ops: Reshape, Transpose, Squeeze/Unsqueeze, Expand, Concat, Split, Slice, Flatten, Tile (Pad: padding.py;
+split, chunk, unbind and narrow: splitting.py).
 
 Structural arguments (target shapes, axes, bounds) enter as static constants, so compiled graphs
 embed them and the shape rules read them at record time.
@@ -190,7 +191,12 @@ def _concat_shape(inputs, attrs):
 def _concat_grad(ctx, g):
     axis = normalize_axes([ctx.attrs["axis"]], len(ctx.input_shape(0)))[0]
     sizes = [ctx.input_shape(i)[axis] for i in range(ctx.num_inputs)]
-    return tuple(split(g, sizes, axis)) if len(sizes) > 1 else (g,)
+    if len(sizes) == 1:
+        return (g,)
+    pieces = apply_op(
+        "Split", (g, int64_constant(sizes)), shared_attributes((("axis", axis),)), "SplitWithSizesBackward0"
+    )
+    return pieces if isinstance(pieces, tuple) else (pieces,)
 
 
 @shape_rules.register("Split")
@@ -486,72 +492,6 @@ def stack(tensors, dim: int = 0) -> Tensor:
     return cat([unsqueeze(tensor, axis) for tensor in tensors], axis)
 
 
-def split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
-    """Splits into chunks of a given size, or into the given list of sizes, along ``dim``."""
-    if input.dim() == 0:
-        raise RuntimeError("split expects at least a 1-dimensional tensor")
-    axis = normalize_axes([dim], input.dim())[0]
-    length = input.shape[axis]
-    if isinstance(split_size_or_sections, int):
-        size = split_size_or_sections
-        if size < 0:
-            raise RuntimeError(f"split expects split_size be non-negative, but got split_size={size}")
-        if size == 0 and length:
-            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {length}")
-        if not length:
-            sizes = [0]  # one empty piece, as PyTorch's
-        else:
-            sizes = [size] * (length // size) + ([length % size] if length % size else [])
-    else:
-        sizes = list(split_size_or_sections)
-        if sum(sizes) != length:
-            raise RuntimeError(
-                f"split_with_sizes expects split_sizes to sum exactly to {length} (input tensor's "
-                f"size at dimension {axis}), but got split_sizes={sizes}"
-            )
-    if len(sizes) == 1:
-        return (input,)
-    result = apply_op(
-        "Split", (input, int64_constant(sizes)), shared_attributes((("axis", axis),)), "SplitWithSizesBackward0"
-    )
-    return result if isinstance(result, tuple) else (result,)
-
-
-def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
-    if chunks <= 0:
-        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
-    if input.dim() == 0:
-        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
-    length = input.shape[normalize_axes([dim], input.dim())[0]]
-    if not length:
-        return split(input, [0] * chunks, dim)  # as many empty pieces as asked, as PyTorch's
-    return split(input, max(1, -(-length // chunks)), dim)
-
-
-def unbind(input: Tensor, dim: int = 0) -> tuple:
-    axis = normalize_axes([dim], input.dim())[0]
-    if not input.shape[axis]:
-        return ()
-    return tuple(squeeze(part, axis) for part in split(input, 1, axis))
-
-
-def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
-    """The ``length`` elements from ``start`` along ``dim`` (a negative start counts from the end)."""
-    if input.dim() == 0:
-        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
-    axis = normalize_axes([dim], input.dim())[0]
-    size = input.shape[axis]
-    if not -size <= start <= size:
-        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], but got {start})")
-    if start < 0:
-        start += size
-    if length < 0:
-        raise RuntimeError("narrow(): length must be non-negative.")
-    if start + length > size:
-        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
-    return slice_axis(input, axis, start, start + length, 1)
-
-
 def slice_axis(input: Tensor, dim: int, start: int, end: int, step: int = 1) -> Tensor:
     axis = normalize_axes([dim], input.dim())[0]
     return apply_op(
@@ -586,13 +526,22 @@ def repeat(input: Tensor, *sizes) -> Tensor:
     return tile(input, sizes)
 
 
+def _check_distinct_dims(axes: list) -> None:
+    """PyTorch refuses a dim named twice (``flip(0, -2)`` of a matrix); onnxruntime's Slice would only
+    when the graph runs, and onnxnn's kernels not at all."""
+    for position, axis in enumerate(axes):
+        if axis in axes[:position]:
+            raise RuntimeError(f"dim {axis} appears multiple times in the list of dims")
+
+
 def flip(input: Tensor, dims) -> Tensor:
     _check_dims_sequence("flip", dims)
     dims = list(dims)
     if input.dim() == 0:
-        normalize_axes(dims, 1)  # PyTorch wraps a scalar's dims as one axis's (0 and -1)
+        _check_distinct_dims(normalize_axes(dims, 1))  # PyTorch wraps a scalar's dims as one axis's (0 and -1)
         return apply_op("Identity", (input,), None, "FlipBackward0")  # a new tensor, as PyTorch's
     axes = normalize_axes(dims, input.dim())
+    _check_distinct_dims(axes)
     big = np.iinfo(np.int64).max
     return apply_op(
         "Slice",
