@@ -283,3 +283,38 @@ def test_refused_when_recorded(executor, call, error, match):
 )
 def test_argument_forms(executor, call, expected):
     np.testing.assert_array_equal(call(onnxnn.tensor(MATRIX)).numpy(), expected)
+
+
+# ---------------------------------------------------------------- roll's shifts as PyTorch's int arguments
+
+
+@pytest.mark.parametrize(
+    "shifts, dims, numpy_shifts",
+    [
+        (lambda: onnxnn.tensor(2), 1, 2),  # a 0-d integer tensor is an int
+        (lambda: onnxnn.tensor([1]), 1, 1),  # so is an integer tensor of one element
+        (lambda: onnxnn.tensor(True), 1, 1),
+        (lambda: np.int64(-1), 0, -1),
+        (lambda: (1, onnxnn.tensor(2)), (0, 1), (1, 2)),
+    ],
+)
+def test_roll_takes_shifts_as_pytorch_does(executor, shifts, dims, numpy_shifts):
+    x = X[0]
+    got = onnxnn.tensor(x).roll(shifts(), dims).numpy()
+    np.testing.assert_array_equal(got, np.roll(x, numpy_shifts, dims))
+
+
+@pytest.mark.parametrize(
+    "shifts, dims, error",
+    [
+        ((), (), RuntimeError),  # "`shifts` required"
+        ([], None, RuntimeError),
+        (1.0, 0, TypeError),
+        (True, 0, TypeError),
+        (lambda: onnxnn.tensor(1.0), 0, TypeError),
+        (lambda: onnxnn.tensor([1, 2]), 0, TypeError),
+    ],
+)
+def test_roll_refuses_shifts_as_pytorch_does(shifts, dims, error):
+    with pytest.raises(error):
+        onnxnn.tensor(X[0]).roll(shifts() if callable(shifts) else shifts, dims)

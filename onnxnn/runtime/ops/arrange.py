@@ -9,6 +9,8 @@ masked_scatter) read it, as PyTorch synchronizes with the device for them.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ...ir import dtypes
@@ -61,7 +63,9 @@ def _axis(input: Tensor, dim: int) -> int:
 
 def roll(input: Tensor, shifts, dims=None) -> Tensor:
     """Rotates elements along ``dims`` by ``shifts`` (elements leaving one end come in at the other)."""
-    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    shifts = [_shift(shift) for shift in (shifts if isinstance(shifts, (tuple, list)) else [shifts])]
+    if not shifts:
+        raise RuntimeError("`shifts` required")
     if dims is None:
         if len(shifts) != 1:
             raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:0")
@@ -78,6 +82,23 @@ def roll(input: Tensor, shifts, dims=None) -> Tensor:
         cut = size - shift % size
         result = cat([slice_axis(result, axis, cut, size), slice_axis(result, axis, 0, cut)], axis)
     return result
+
+
+def _shift(shift) -> int:
+    """A shift of ``roll`` as PyTorch's int arguments take one: an int (numpy's too, not a bool), or an
+    integer or bool tensor of one element."""
+    if isinstance(shift, Tensor):
+        if shift.dtype.category == dtypes.float32.category or shift.numel() != 1:
+            raise TypeError("roll(): argument 'shifts' (position 1) must be tuple of ints, not Tensor")
+        return int(shift.item())
+    if type(shift) is bool:
+        raise TypeError("roll(): argument 'shifts' (position 1) must be tuple of ints, not bool")
+    try:
+        return operator.index(shift)
+    except TypeError:
+        raise TypeError(
+            f"roll(): argument 'shifts' (position 1) must be tuple of ints, not {type(shift).__name__}"
+        ) from None
 
 
 def fliplr(input: Tensor) -> Tensor:
