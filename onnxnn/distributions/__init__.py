@@ -24,11 +24,12 @@ Example (pathwise)::
     >>> loss.backward()
 
 Distributions: Bernoulli, Beta, Binomial, Categorical, Cauchy, Chi2, ContinuousBernoulli, Dirichlet,
-Exponential, ExpRelaxedCategorical, FisherSnedecor, Gamma, Geometric, Gumbel, HalfCauchy,
-HalfNormal, Independent, Kumaraswamy, Laplace, LogitRelaxedBernoulli, LogNormal,
-LowRankMultivariateNormal, MixtureSameFamily, Multinomial, MultivariateNormal, NegativeBinomial,
-Normal, OneHotCategorical, OneHotCategoricalStraightThrough, Pareto, Poisson, RelaxedBernoulli,
-RelaxedOneHotCategorical, StudentT, TransformedDistribution, Uniform, Weibull; with
+Exponential, ExpRelaxedCategorical, FisherSnedecor, Gamma, GeneralizedPareto, Geometric, Gumbel,
+HalfCauchy, HalfNormal, Independent, Kumaraswamy, Laplace, LKJCholesky, LogisticNormal,
+LogitRelaxedBernoulli, LogNormal, LowRankMultivariateNormal, MixtureSameFamily, Multinomial,
+MultivariateNormal, NegativeBinomial, Normal, OneHotCategorical, OneHotCategoricalStraightThrough,
+Pareto, Poisson, RelaxedBernoulli, RelaxedOneHotCategorical, StudentT, TransformedDistribution,
+Uniform, VonMises, Weibull, Wishart; with
 :func:`kl_divergence`/:func:`register_kl`, the :mod:`~onnxnn.distributions.constraints` and the
 :mod:`~onnxnn.distributions.transforms`.
 """
@@ -51,6 +52,7 @@ from .exp_family import ExponentialFamily
 from .exponential import Exponential
 from .fishersnedecor import FisherSnedecor
 from .gamma import Gamma
+from .generalized_pareto import GeneralizedPareto
 from .geometric import Geometric
 from .gumbel import Gumbel
 from .half_cauchy import HalfCauchy
@@ -59,7 +61,9 @@ from .independent import Independent
 from .kl import kl_divergence, register_kl
 from .kumaraswamy import Kumaraswamy
 from .laplace import Laplace
+from .lkj_cholesky import LKJCholesky
 from .log_normal import LogNormal
+from .logistic_normal import LogisticNormal
 from .lowrank_multivariate_normal import LowRankMultivariateNormal
 from .mixture_same_family import MixtureSameFamily
 from .multinomial import Multinomial
@@ -84,12 +88,15 @@ from .transforms import (
     SigmoidTransform,
     SoftmaxTransform,
     SoftplusTransform,
+    StickBreakingTransform,
     TanhTransform,
     Transform,
     identity_transform,
 )
 from .uniform import Uniform
+from .von_mises import VonMises
 from .weibull import Weibull
+from .wishart import Wishart
 
 __all__ = [
     "Bernoulli",
@@ -106,6 +113,7 @@ __all__ = [
     "ExpRelaxedCategorical",
     "FisherSnedecor",
     "Gamma",
+    "GeneralizedPareto",
     "Geometric",
     "Gumbel",
     "HalfCauchy",
@@ -113,6 +121,8 @@ __all__ = [
     "Independent",
     "Kumaraswamy",
     "Laplace",
+    "LKJCholesky",
+    "LogisticNormal",
     "LogitRelaxedBernoulli",
     "LogNormal",
     "LowRankMultivariateNormal",
@@ -129,7 +139,9 @@ __all__ = [
     "RelaxedBernoulli",
     "RelaxedOneHotCategorical",
     "Uniform",
+    "VonMises",
     "Weibull",
+    "Wishart",
     "TransformedDistribution",
     "kl_divergence",
     "register_kl",
@@ -144,6 +156,7 @@ __all__ = [
     "SoftplusTransform",
     "TanhTransform",
     "SoftmaxTransform",
+    "StickBreakingTransform",
     "Transform",
     "identity_transform",
 ]

@@ -6,8 +6,8 @@ A constraint's :meth:`~Constraint.check` returns a boolean tensor of ``sample_sh
 to validate their arguments and the values they score.
 
 Available: ``boolean``, ``cat``, ``dependent``, ``dependent_property``, ``greater_than``,
-``greater_than_eq``, ``half_open_interval``, ``independent``, ``integer_interval``, ``interval``,
-``less_than``, ``lower_cholesky``, ``lower_triangular``, ``MixtureSameFamilyConstraint``,
+``corr_cholesky``, ``greater_than_eq``, ``half_open_interval``, ``independent``, ``integer_interval``,
+``interval``, ``less_than``, ``lower_cholesky``, ``lower_triangular``, ``MixtureSameFamilyConstraint``,
 ``multinomial``, ``nonnegative``, ``nonnegative_integer``, ``one_hot``, ``positive``,
 ``positive_definite``, ``positive_integer``, ``positive_semidefinite``, ``real``, ``real_vector``,
 ``simplex``, ``square``, ``stack``, ``symmetric``, ``unit_interval``.
@@ -29,11 +29,13 @@ from ..runtime.creation import full, ones_like
 from ..runtime.ops.linalg_cholesky import cholesky_ex
 from ..runtime.ops.linalg_jacobi import eigvalsh
 from ..runtime.tensor import Tensor
+from .utils import _finfo
 
 __all__ = [
     "Constraint",
     "boolean",
     "cat",
+    "corr_cholesky",
     "dependent",
     "dependent_property",
     "greater_than",
@@ -425,6 +427,20 @@ class _LowerCholesky(Constraint):
         return lower_triangular & (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
 
 
+class _CorrCholesky(Constraint):
+    """Lower Cholesky factors of correlation matrices: lower triangular, a positive diagonal, and rows of
+    unit length (within ``10 n eps``, ``n`` the matrix size, as PyTorch's tolerance)."""
+
+    event_dim = 2
+
+    def check(self, value: Tensor) -> Tensor:
+        tolerance = float(_finfo(value.dtype).eps) * value.shape[-1] * 10
+        plain = value.detach()
+        row_norm = (plain * plain).sum(-1).sqrt()
+        unit_rows = (row_norm - 1.0).abs().le(tolerance).all(-1)
+        return _LowerCholesky().check(value) & unit_rows
+
+
 class _Square(Constraint):
     """Square matrices."""
 
@@ -545,6 +561,7 @@ half_open_interval = _HalfOpenInterval
 simplex = _Simplex()
 lower_triangular = _LowerTriangular()
 lower_cholesky = _LowerCholesky()
+corr_cholesky = _CorrCholesky()
 square = _Square()
 symmetric = _Symmetric()
 positive_semidefinite = _PositiveSemidefinite()

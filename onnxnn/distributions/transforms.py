@@ -4,7 +4,7 @@
 Provided: ``Transform`` (the base), ``ComposeTransform``, ``IndependentTransform``,
 ``ReshapeTransform``, ``ExpTransform``, ``PowerTransform``, ``SigmoidTransform``,
 ``SoftplusTransform``, ``TanhTransform``, ``AbsTransform``, ``AffineTransform``,
-``SoftmaxTransform`` and ``identity_transform``.
+``SoftmaxTransform``, ``StickBreakingTransform`` and ``identity_transform``.
 
 Example::
 
@@ -20,7 +20,7 @@ import math
 
 from ..nn import functional as F
 from ..runtime import ops as _ops
-from ..runtime.creation import full_like
+from ..runtime.creation import arange, full_like, ones
 from ..runtime.tensor import Size, Tensor
 from . import constraints
 from ._transform_base import ComposeTransform, IndependentTransform, ReshapeTransform, Transform, identity_transform
@@ -38,6 +38,7 @@ __all__ = [
     "SoftplusTransform",
     "TanhTransform",
     "SoftmaxTransform",
+    "StickBreakingTransform",
     "Transform",
     "identity_transform",
 ]
@@ -314,3 +315,52 @@ class SoftmaxTransform(Transform):
         if len(shape) < 1:
             raise ValueError("Too few dimensions on input")
         return shape
+
+
+def _stick_offsets(x: Tensor, count: int) -> Tensor:
+    """``count, count - 1, ..., 1``: the number of coordinates each stick-breaking step still divides."""
+    return arange(count, 0, -1, dtype=x.dtype, device=x.device)
+
+
+class StickBreakingTransform(Transform):
+    """From unconstrained vectors of ``K`` entries to the simplex of ``K + 1`` by stick breaking.
+
+    Step ``i`` breaks off the fraction ``z_i = sigmoid(x_i - log(K - i))`` of what is left of the stick
+    (``i = 0 .. K - 1``; the shift makes ``x = 0`` the simplex's center); the last coordinate is the
+    rest. Bijective, as PyTorch's: suited to HMC, less to optimization (it mixes coordinates).
+    """
+
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+    bijective = True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StickBreakingTransform)
+
+    def _call(self, x: Tensor) -> Tensor:
+        z = _clipped_sigmoid(x - _stick_offsets(x, x.shape[-1]).log())
+        one = ones(tuple(x.shape[:-1]) + (1,), dtype=x.dtype, device=x.device)
+        # y_i = z_i times the stick left before step i; the last coordinate is all that is left.
+        left = _ops.cat([one, (1 - z).cumprod(-1)], -1)
+        return _ops.cat([z, one], -1) * left
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        y_crop = y[..., :-1]
+        # Clamped: rounding can leave no stick (y[-1] ~ 0, or y[:-1] summing to 1).
+        left = (1 - y_crop.cumsum(-1)).clamp(min=float(_finfo(y.dtype).tiny))
+        return y_crop.log() - left.log() + _stick_offsets(y, y_crop.shape[-1]).log()
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        shifted = x - _stick_offsets(x, x.shape[-1]).log()
+        # log(1 - sigmoid(t)) = -t + log sigmoid(t): the triangular Jacobian's diagonal, in logs.
+        return (-shifted + F.logsigmoid(shifted) + y[..., :-1].log()).sum(-1)
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return Size(tuple(shape[:-1]) + (shape[-1] + 1,))
+
+    def inverse_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return Size(tuple(shape[:-1]) + (shape[-1] - 1,))
