@@ -309,8 +309,8 @@ ERROR_CASES = [
     (
         "bad_padding_string",
         lambda: ops.conv2d(onnxnn.zeros(1, 1, 5, 5), onnxnn.zeros(1, 1, 3, 3), padding="full"),
-        ValueError,
-        "Invalid padding string 'full'",
+        RuntimeError,
+        "Invalid padding string: 'full'",
     ),
     (
         "negative_padding",

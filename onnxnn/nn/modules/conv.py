@@ -198,6 +198,16 @@ class _Conv(_ConvNd):
     def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         function = type(self)._function
         if self.padding_mode != "zeros":
+            n = self._spatial_rank
+            if not n + 1 <= input.dim() <= n + 2:
+                # PyTorch pads with F.pad before the convolution sees the input: F.pad's error.
+                raise NotImplementedError(
+                    f"Padding size {2 * n} is not supported for {input.dim()}D input tensor.\n"
+                    "Supported combinations for non-constant padding:\n"
+                    "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+                    "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+                    "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)"
+                )
             padded = pad_for_conv(input, list(self._reversed_padding_repeated_twice), self.padding_mode)
             return function(padded, weight, bias, self.stride, (0,) * self._spatial_rank, self.dilation, self.groups)
         return function(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)

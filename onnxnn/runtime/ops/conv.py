@@ -11,6 +11,7 @@ the pooling ops.
 
 from __future__ import annotations
 
+import numbers
 
 from ...ir import dtypes
 from ...ir.caches import register_cache
@@ -154,8 +155,8 @@ def expand_param(value, rank: int, name: str, function: str | None = None) -> li
     """An int or a sequence of ``rank`` ints as a list (PyTorch's ``_pair``/``_triple`` with its error)."""
     if isinstance(value, bool):
         value = int(value)
-    if isinstance(value, int):
-        return [value] * rank
+    if isinstance(value, numbers.Integral):  # numpy's integer scalars too, as PyTorch takes them
+        return [int(value)] * rank
     values = [int(v) for v in value]
     if len(values) == 1:
         return values * rank
@@ -168,6 +169,29 @@ def expand_param(value, rank: int, name: str, function: str | None = None) -> li
             f"the convolution dimensions, but got {name}={values}"
         )
     return values
+
+
+def _int_tuple(value, name: str, function: str) -> None:
+    """PyTorch's argument parser for a ``tuple of ints`` argument: an integer or a sequence of integers;
+    a bool, a float or a string (element) is a TypeError, never truncated to an int."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{function}(): argument '{name}' must be tuple of ints, not {type(value).__name__}")
+    for position, element in enumerate(value):
+        if not isinstance(element, numbers.Integral) or isinstance(element, bool):
+            raise TypeError(
+                f"{function}(): argument '{name}' must be tuple of ints, but found element of type "
+                f"{type(element).__name__} at pos {position}"
+            )
+
+
+def _check_argument_types(function: str, groups, **tuples) -> None:
+    """The argument types PyTorch's ``conv*d``/``conv_transpose*d`` take (its parser raises TypeError)."""
+    for name, value in tuples.items():
+        _int_tuple(value, name, function)
+    if not isinstance(groups, numbers.Integral) or isinstance(groups, bool):
+        raise TypeError(f"{function}(): argument 'groups' must be int, not {type(groups).__name__}")
 
 
 def batched(input: Tensor, spatial_rank: int, function: str) -> tuple[Tensor, bool]:
@@ -251,6 +275,11 @@ def _sizes(values) -> str:
 
 def _conv_attributes(input, weight, bias, stride, padding, dilation, groups: int, spatial_rank: int):
     """PyTorch's checks of a convolution call and the Conv node's attributes (input batched already)."""
+    function = _CONV_NAMES[spatial_rank]
+    if isinstance(padding, str):
+        _check_argument_types(function, groups, stride=stride, dilation=dilation)
+    else:
+        _check_argument_types(function, groups, stride=stride, padding=padding, dilation=dilation)
     _check_conv_arguments(input, weight, bias, groups, transposed=False)
     strides = expand_param(stride, spatial_rank, "stride")
     dilations = expand_param(dilation, spatial_rank, "dilation")
@@ -258,7 +287,7 @@ def _conv_attributes(input, weight, bias, stride, padding, dilation, groups: int
     if any(s <= 0 for s in strides):
         raise RuntimeError("non-positive stride is not supported")
     if any(d <= 0 for d in dilations):
-        raise RuntimeError("dilation should be greater than zero")
+        raise RuntimeError(f"dilation should be greater than zero, but got {dilations}")
     if isinstance(padding, str):
         if padding == "valid":
             pads_begin = pads_end = [0] * spatial_rank
@@ -269,8 +298,8 @@ def _conv_attributes(input, weight, bias, stride, padding, dilation, groups: int
             totals = [d * (k - 1) for k, d in zip(kernel, dilations)]
             pads_begin = [total // 2 for total in totals]
             pads_end = [total - total // 2 for total in totals]
-        else:
-            raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
+        else:  # the functional form's error (the layers raise ValueError when they are built)
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
     else:
         pads_begin = pads_end = expand_param(padding, spatial_rank, "padding")
         if any(p < 0 for p in pads_begin):
@@ -318,10 +347,12 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
         groups,
         spatial_rank,
     )
-    try:
-        attrs = _CONV_ATTRIBUTES.get(key)
-    except TypeError:  # a list among the hyperparameters: not a key, checked on each call
+    if not (_plain(stride) and _plain(padding) and _plain(dilation) and type(groups) is int):
+        # 1.0 and True equal 1 as keys: only plain ints and strings take the cache, the rest
+        # (lists, numpy integers, the floats and bools PyTorch refuses) is checked on each call.
         attrs = key = None
+    else:
+        attrs = _CONV_ATTRIBUTES.get(key)
     if attrs is None:
         attrs = _conv_attributes(input, weight, bias, stride, padding, dilation, groups, spatial_rank)
         if key is not None:
@@ -342,6 +373,12 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
 
 
 _CONV_NAMES = {1: "conv1d", 2: "conv2d", 3: "conv3d"}
+
+
+def _plain(value) -> bool:
+    """Whether ``value`` is an int, a string or a tuple of ints (of exactly those types)."""
+    kind = type(value)
+    return kind is int or kind is str or (kind is tuple and all(type(element) is int for element in value))
 
 
 def conv1d(
@@ -400,18 +437,17 @@ def _conv_transpose(
 ) -> Tensor:
     function = f"conv_transpose{spatial_rank}d"
     input, added_batch = batched(input, spatial_rank, function)
-    # Autocast casts before the dtype checks, as PyTorch's dispatcher does.
-    input, weight, bias = autocast_arguments("ConvTranspose", (input, weight, bias))
-    _check_conv_arguments(input, weight, bias, groups, transposed=True)
     # Transposed convolutions take no padding mode ('same', 'valid'; a module holds it as ('same', 'same')).
     if isinstance(padding, str):
         raise TypeError(f"{function}(): argument 'padding' (position 5) must be tuple of ints, not str")
-    for position, value in enumerate(padding if isinstance(padding, (tuple, list)) else ()):
-        if isinstance(value, str):
-            raise TypeError(
-                f"{function}(): argument 'padding' (position 5) must be tuple of ints, but found element of "
-                f"type str at pos {position}"
-            )
+    _check_argument_types(
+        function, groups, stride=stride, padding=padding, output_padding=output_padding, dilation=dilation
+    )
+    # Autocast casts before the dtype checks, as PyTorch's dispatcher does.
+    input, weight, bias = autocast_arguments("ConvTranspose", (input, weight, bias))
+    _check_conv_arguments(input, weight, bias, groups, transposed=True)
+    if weight.shape[1] == 0:  # PyTorch's transposed kernels refuse a weight without output channels
+        raise RuntimeError(f"non-empty {weight.dim()}D weight tensor expected, but got: {list(weight.shape)}")
     if input.dtype is dtypes.bool or input.dtype in INTEGER_CONVOLUTION_DTYPES - {dtypes.int64}:
         # PyTorch's CPU transposed convolutions take int64 of the integers only (not written here yet).
         kernel_name = f"slow_conv_transpose{3 if spatial_rank == 3 else 2}d_out_cpu"
@@ -427,7 +463,7 @@ def _conv_transpose(
     if any(p < 0 for p in extra):
         raise RuntimeError("negative output_padding is not supported")
     if any(d <= 0 for d in dilations):
-        raise RuntimeError("dilation should be greater than zero")
+        raise RuntimeError(f"dilation should be greater than zero, but got {dilations}")
     if any(p >= s and p >= d for p, s, d in zip(extra, strides, dilations)):
         raise RuntimeError(
             f"output padding must be smaller than either stride or dilation, but got "
@@ -439,12 +475,19 @@ def _conv_transpose(
         s * (size - 1) - 2 * p + d * (k - 1) + e + 1
         for size, s, p, d, k, e in zip(spatial, strides, pads, dilations, kernel, extra)
     ]
-    if any(size <= 0 for size in output):
+    # PyTorch checks the output size in its kernel, which an empty batch skips: there an output of
+    # no positions is an empty result (and a negative size its tensor's error).
+    empty_axes = [axis for axis, size in enumerate(output) if size == 0] if input.shape[0] == 0 else []
+    if any(size <= 0 for size in output) and (not empty_axes or min(output) < 0):
         raise RuntimeError(
             f"Given input size per channel: ({_sizes(spatial)}). Calculated output size per "
             f"channel: ({_sizes(output)}). Output size is too small"
         )
     pads_end = list(pads)
+    for axis in empty_axes:
+        # The node's output keeps one position there (its shape rule takes positive sizes only), cut
+        # below. A size of zero means pads totalling at least one, so the end pad has one to give.
+        pads_end[axis] -= 1
     appended = [0] * spatial_rank
     for axis, (e, s) in enumerate(zip(extra, strides)):
         if e >= s:
@@ -471,9 +514,11 @@ def _conv_transpose(
         result = apply_op("Pad", (result, widths), None, "ConstantPadNdBackward0")
         if bias is not None:
             result = result + bias.reshape((1, bias.shape[0]) + (1,) * spatial_rank)
-        return result.squeeze(0) if added_batch else result
-    operands = (input, weight) if bias is None else (input, weight, bias)
-    result = apply_op("ConvTranspose", operands, attrs, "ConvolutionBackward0")
+    else:
+        operands = (input, weight) if bias is None else (input, weight, bias)
+        result = apply_op("ConvTranspose", operands, attrs, "ConvolutionBackward0")
+    for axis in empty_axes:
+        result = result.narrow(2 + axis, 0, 0)
     return result.squeeze(0) if added_batch else result
 
 

@@ -85,6 +85,7 @@ def scatter_windows(g: Tensor, weight: Tensor, input_spatial, geometry: WindowGe
         pads_end.append(max(excess, 0))
         output_padding.append(max(-excess, 0))
     attrs = {
+        "kernel_shape": list(geometry.kernel),
         "strides": geometry.strides,
         "dilations": geometry.dilations,
         "pads": list(geometry.pads_begin) + pads_end,
@@ -118,7 +119,13 @@ def _scatter_windows_symmetric(
         reached = full - cut - starts[-1]  # input positions the windows reach, from position 0
         ends.append(starts[-1] + min(size, reached))
         missing.append(max(size - reached, 0))
-    attrs = {"strides": geometry.strides, "dilations": geometry.dilations, "pads": pads + pads, "group": group}
+    attrs = {
+        "kernel_shape": list(geometry.kernel),
+        "strides": geometry.strides,
+        "dilations": geometry.dilations,
+        "pads": pads + pads,
+        "group": group,
+    }
     result = apply_op("ConvTranspose", (g, weight), attrs, "ConvolutionBackward0")
     spatial = len(pads)
     if any(starts) or any(end != length for end, length in zip(ends, result.shape[2:])):
@@ -162,7 +169,16 @@ def gather_windows(
     result = apply_op(
         "Conv",
         (g, weight),
-        {"strides": list(strides), "dilations": list(dilations), "pads": list(pads_begin) + pads_end, "group": group},
+        {
+            # Every gradient node names its kernel: a graph shared across sizes (fastpath.dynamic_shapes)
+            # may otherwise serve weights of other kernel sizes with the float64 forms of Conv and
+            # ConvTranspose (float64_convolutions), which are written for the first weight's taps.
+            "kernel_shape": list(kernel),
+            "strides": list(strides),
+            "dilations": list(dilations),
+            "pads": list(pads_begin) + pads_end,
+            "group": group,
+        },
         "ConvolutionBackward0",
     )
     return crop(result, output_spatial)
