@@ -408,3 +408,10 @@ def test_a_line_of_100000_is_scanned_quickly(executor):
     np.testing.assert_array_equal(values, np.maximum.accumulate(a))
     np.testing.assert_array_equal(a[indices], values)
     assert np.all(np.diff(indices) >= 0)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int32", "int64"])
+def test_logcumsumexp_refuses_integers_as_pytorch(dtype):
+    # PyTorch's kernel takes floating types only ("logcumsumexp_out_cpu" not implemented for 'Long').
+    with pytest.raises(NotImplementedError, match="logcumsumexp_out_cpu"):
+        onnxnn.logcumsumexp(onnxnn.zeros(3, dtype=getattr(onnxnn, dtype)), 0)

@@ -16,7 +16,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.type_info import finfo
 from ...ir.registry import gradient_rules, shape_rules
-from ._common import Tensor, apply_op, int64_constant, normalize_axes, with_closed_form_gradient
+from ._common import Tensor, apply_op, check_floating, int64_constant, normalize_axes, with_closed_form_gradient
 from ..grad_mode import is_grad_enabled
 from .elementwise import where as _where  # ``where`` is a local name below (gather positions)
 from .indexing import gather_within
@@ -338,11 +338,10 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     about ``log2(n)`` ulps of ``|result| + 1`` (PyTorch's left to right: up to n); float32 and the
     half types are accumulated wider, as ``cumprod``, so their results are PyTorch's but for a rare
     double rounding."""
+    check_floating(input, "logcumsumexp_out_cpu")  # PyTorch's kernel takes floating types only
     if input.dim() == 0:
         return _scalar_scan(input, dim)
     axis = _axis(input, dim)
-    if not input.dtype.is_floating_point:
-        input = input.to(dtypes.get_default_dtype())
     (total,) = inclusive_scan((_accumulated(input),), axis, (float("-inf"),), _log_added)
     total = _rounded_back(total, input.dtype)
     if input._requires_grad and is_grad_enabled():
