@@ -151,3 +151,186 @@ def test_a_product_over_an_empty_transposed_dim_is_zero_after_other_sizes(execut
             expected = np.swapaxes(a.detach().numpy(), 1, 2) @ b.numpy()
             np.testing.assert_allclose(product.detach().numpy(), expected, rtol=1e-12, atol=1e-12)
             np.testing.assert_allclose(a.grad.numpy(), 2 * b.numpy().sum(-1, keepdims=True).repeat(3, -1), rtol=1e-12)
+
+
+# Products over a contracted length of 0 whose second operand has batch dims the first's do not
+# cover: onnxruntime's MatMul gave the first operand's batch, or left part of the result as the
+# buffer held it. Sum of no terms: zeros of numpy's shape.
+EMPTY_PRODUCT_SHAPES = [
+    ((1, 3, 4), (2, 4, 5)),  # a batch of 1 against 2: the result had a's batch
+    ((2, 1, 3, 4), (3, 4, 5)),
+    ((2, 3, 4), (1, 1, 4, 5)),  # fewer dims than the second operand
+    ((3, 4), (2, 4, 5)),  # a matrix against a batch: the second matrix was not zeroed
+    ((4,), (3, 4, 2)),  # a vector against a batch
+]
+
+
+def _summed_to(gradient, shape):
+    """``gradient`` summed over the dims ``shape`` was broadcast along."""
+    gradient = gradient.sum(axis=tuple(range(gradient.ndim - len(shape))))
+    return gradient.sum(axis=tuple(axis for axis, size in enumerate(shape) if size == 1), keepdims=True)
+
+
+def _product_gradients(a, b, length):
+    """The gradients of ``(2 * (a[..., :length] @ b[..., :length, :])).sum()`` for a and b (a 1-D a as one row)."""
+    rows = a[..., :length] if a.ndim > 1 else a[None, :length]
+    columns = b[..., :length, :]
+    seed = 2 * np.ones(np.broadcast_shapes(rows.shape[:-2], columns.shape[:-2]) + (rows.shape[-2], columns.shape[-1]))
+    grad_a, grad_b = np.zeros(a.shape), np.zeros(b.shape)
+    grad_a[..., :length] = _summed_to(seed @ np.swapaxes(columns, -1, -2), rows.shape).reshape(
+        grad_a[..., :length].shape
+    )
+    grad_b[..., :length, :] = _summed_to(np.swapaxes(rows, -1, -2) @ seed, columns.shape)
+    return grad_a, grad_b
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("a_shape, b_shape", EMPTY_PRODUCT_SHAPES, ids=str)
+def test_a_broadcast_product_over_an_empty_length_is_zeros(executor, a_shape, b_shape):
+    a, b = RNG.standard_normal(a_shape), RNG.standard_normal(b_shape)
+    with onnxnn.set_executor(executor):
+        for length in (3, 0, 2, 0):
+            # The empty operands are made inside the graph, whose inputs and output are nonempty.
+            first = onnxnn.tensor(a, requires_grad=True)
+            second = onnxnn.tensor(b, requires_grad=True)
+            product = first[..., :length] @ second[..., :length, :]
+            (product * 2).sum().backward()
+            want = np.matmul(a[..., :length], b[..., :length, :])
+            np.testing.assert_allclose(product.detach().numpy(), want, rtol=1e-12, atol=1e-12)
+            assert product.detach().numpy().shape == want.shape
+            want_a, want_b = _product_gradients(a, b, length)
+            np.testing.assert_allclose(first.grad.numpy(), want_a, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(second.grad.numpy(), want_b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("a_shape, b_shape", EMPTY_PRODUCT_SHAPES, ids=str)
+def test_a_broadcast_product_at_an_empty_length_after_others(executor, a_shape, b_shape):
+    # Lengths that change from call to call: from the second, one graph with symbolic sizes runs
+    # them all (fastpath.dynamic_shapes), where the lowering must hold at every length.
+    with onnxnn.set_executor(executor), onnxnn.no_grad():
+        for length in (4, 5, 0, 3, 0, 0):
+            a = RNG.standard_normal(a_shape[:-1] + (length,))
+            b = RNG.standard_normal(b_shape[:-2] + (length, b_shape[-1]) if len(b_shape) > 1 else (length,))
+            result = (onnxnn.tensor(a) @ onnxnn.tensor(b)) + 1.0
+            np.testing.assert_allclose(result.numpy(), np.matmul(a, b) + 1.0, rtol=1e-12, atol=1e-12)
+
+
+def _imported_gemm(a_dims, b_dims, sliced: bool):
+    """An imported model's Gemm with beta 0.5 (onnxnn records beta 1 only), over ``x[:, :0]`` when ``sliced``."""
+    nodes, constants = [], []
+    first, second = "x", "w"
+    if sliced:
+        constants = [
+            numpy_helper.from_array(np.array([value], np.int64), name)
+            for name, value in [("at", 0), ("axis", 1), ("rows", 0)]
+        ]
+        nodes = [
+            helper.make_node("Slice", ["x", "at", "at", "axis"], ["x_empty"]),
+            helper.make_node("Slice", ["w", "at", "at", "rows"], ["w_empty"]),
+        ]
+        first, second = "x_empty", "w_empty"
+    nodes.append(helper.make_node("Gemm", [first, second, "c"], ["y"], alpha=2.0, beta=0.5))
+    graph = helper.make_graph(
+        nodes,
+        "gemm",
+        [
+            helper.make_tensor_value_info("x", TensorProto.DOUBLE, a_dims),
+            helper.make_tensor_value_info("w", TensorProto.DOUBLE, b_dims),
+            helper.make_tensor_value_info("c", TensorProto.DOUBLE, [3, 2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 2])],
+        constants,
+    )
+    return onnxnn.import_.from_onnx(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    )
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_an_imported_gemm_over_an_empty_length_scales_c(executor):
+    # onnxruntime's Gemm returned C, not beta * C, for a contracted length of 0.
+    module = _imported_gemm([3, 4], [4, 2], sliced=True)
+    x, w, c = RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2)), RNG.standard_normal((3, 2))
+    with onnxnn.set_executor(executor):
+        result = module(onnxnn.tensor(x), onnxnn.tensor(w), onnxnn.tensor(c)).numpy()
+    np.testing.assert_allclose(result, 0.5 * c, rtol=1e-15)
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+def test_an_imported_gemm_at_an_empty_length_after_others(executor):
+    module = _imported_gemm([3, "K"], ["K", 2], sliced=False)
+    with onnxnn.set_executor(executor):
+        for length in (4, 5, 0, 3, 0):
+            x, w, c = RNG.standard_normal((3, length)), RNG.standard_normal((length, 2)), RNG.standard_normal((3, 2))
+            result = (module(onnxnn.tensor(x), onnxnn.tensor(w), onnxnn.tensor(c)) * 1.0).numpy()
+            np.testing.assert_allclose(result, 2 * x @ w + 0.5 * c, rtol=1e-12, atol=1e-12)
+
+
+_EINSUM_SCRIPT = """
+import numpy as np
+import onnxnn
+rng = np.random.default_rng(0)
+equation, x_shape, y_shape, axes, lengths, grad = {arguments!r}
+with onnxnn.set_executor("onnxruntime"):
+    for length in lengths:
+        x, y = rng.standard_normal(x_shape), rng.standard_normal(y_shape)
+        first = onnxnn.tensor(x, requires_grad=grad)
+        second = onnxnn.tensor(y, requires_grad=grad)
+        result = onnxnn.einsum(equation, first.narrow(axes[0], 0, length), second.narrow(axes[1], 0, length)) + 1.0
+        if grad:
+            (result * 2).sum().backward()
+        want = np.einsum(equation, np.take(x, range(length), axes[0]), np.take(y, range(length), axes[1])) + 1.0
+        assert result.shape == want.shape, (result.shape, want.shape)
+        np.testing.assert_allclose(result.detach().numpy(), want, rtol=1e-12, atol=1e-12)
+        if grad:
+            assert first.grad.shape == x.shape and second.grad.shape == y.shape
+print("done")
+"""
+
+
+@pytest.mark.parametrize(
+    "equation, x_shape, y_shape, axes",
+    [
+        ("ij,kj->ik", (3, 4), (5, 4), (1, 1)),  # a contracted subscript of 0
+        ("ij,bjk->bik", (3, 4), (2, 4, 5), (1, 1)),
+        ("i,bik->bk", (4,), (2, 4, 5), (0, 1)),
+        ("bij,bkj->bik", (3, 3, 4), (3, 5, 4), (0, 0)),  # an output subscript of 0
+    ],
+)
+@pytest.mark.parametrize(
+    "lengths, grad",
+    [((0,), True), ((2, 0, 3, 0), True), ((2, 0, 3, 0), False)],
+    ids=["empty", "after-other-lengths", "after-other-lengths-no-grad"],
+)
+def test_an_einsum_of_an_empty_operand_runs(equation, x_shape, y_shape, axes, lengths, grad):
+    # onnxruntime's Einsum divided by zero on these: the process died of SIGFPE, so each runs in a
+    # process of its own.
+    script = _EINSUM_SCRIPT.format(arguments=(equation, x_shape, y_shape, axes, lengths, grad))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "done"
+
+
+def test_an_einsum_of_an_empty_operand_runs_at_sizes_shared_with_others():
+    # Input sizes that change: one graph with symbolic sizes (an If around the Einsum) runs them all.
+    script = """
+import numpy as np
+import onnxnn
+rng = np.random.default_rng(0)
+with onnxnn.set_executor("onnxruntime"), onnxnn.no_grad():
+    for length in (4, 5, 0, 3, 0):
+        for equation, x_shape, y_shape in [
+            ("ij,kj->ik", (3, length), (5, length)),
+            ("bij,bkj->bik", (length, 3, 2), (length, 4, 2)),
+            ("i,i->", (length,), (length,)),
+        ]:
+            x, y = rng.standard_normal(x_shape), rng.standard_normal(y_shape)
+            result = onnxnn.einsum(equation, onnxnn.tensor(x), onnxnn.tensor(y)) * 1.0
+            np.testing.assert_allclose(result.numpy(), np.einsum(equation, x, y), rtol=1e-12, atol=1e-12)
+assert onnxnn.runtime.fastpath.dynamic_shapes.dynamic_info()["shared_runs"] > 0
+print("done")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "done"

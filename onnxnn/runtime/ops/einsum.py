@@ -20,10 +20,11 @@ import math
 import string
 
 import numpy as np
+from onnx import helper, numpy_helper
 
 from ...ir import dtypes
 from ...ir.mode import MODE
-from ...ir.registry import gradient_rules, shape_rules
+from ...ir.registry import gradient_rules, session_lowerings, shape_rules, size_blind_session_lowerings
 from ..tensor import autocast_arguments
 from ._common import Tensor, apply_op, promote_operands
 from .shape import cat
@@ -377,3 +378,92 @@ def _sublist_equation(arguments: tuple) -> tuple[str, tuple]:
     if output is not None:
         equation += "->" + term(output)
     return equation, tuple(operands)
+
+
+# onnxruntime 1.31's CPU Einsum divides by zero when an operand has a size of 0 in some equations
+# (a contracted subscript of 0 in ``"ij,kj->ik"``, ``"ij,bjk->bik"``, ``"i,bik->bk"``; an output one
+# of 0 in ``"bij,bkj->bik"``): the process died of SIGFPE (reproduced on a bare model of one Einsum
+# with every graph optimization off). With an empty operand every output element is a sum of no
+# products or the output is empty, so onnxnn's sessions write zeros of the output's shape instead.
+def _zeros(shape: str, dtype, output: str, fresh_name):
+    return helper.make_node(
+        "ConstantOfShape",
+        [shape],
+        [output],
+        name=fresh_name("ConstantOfShape"),
+        value=helper.make_tensor("value", dtype.onnx_type, [1], [0]),
+    )
+
+
+@session_lowerings.register("Einsum")
+def _einsum_of_an_empty_operand(node, input_names: list, output_names: list, fresh_name, embedded=None):
+    if not any(0 in value.shape for value in node.inputs):
+        return None
+    ((shape, dtype),) = _einsum_shape(node.inputs, node.attrs)
+    shape_name = fresh_name("shape")
+    nodes = [_zeros(shape_name, dtype, output_names[0], fresh_name)]
+    return nodes, [numpy_helper.from_array(np.array(shape, np.int64), shape_name)]
+
+
+@size_blind_session_lowerings.register("Einsum")
+def _einsum_guarded(node, input_names: list, output_names: list, fresh_name, embedded=None):
+    """The Einsum in a graph shared across sizes: an If whose branch for an empty operand writes the
+    zeros, their shape the broadcast of the operands' sizes (a zero tensor per operand, its sizes
+    under the output's subscripts and 1 elsewhere, all added)."""
+    operands, output = explicit_equation(node.attrs["equation"], [len(value.shape) for value in node.inputs])
+    ((_, dtype),) = _einsum_shape(node.inputs, node.attrs)
+    one, zero, no_dims = fresh_name("one"), fresh_name("zero"), fresh_name("no_dims")
+    sizes = [fresh_name("size") for _ in input_names]
+    smallest, empty = fresh_name("smallest"), fresh_name("empty")
+    nodes = [
+        helper.make_node("Size", [name], [size], name=fresh_name("Size")) for name, size in zip(input_names, sizes)
+    ]
+    nodes += [
+        helper.make_node("Min", sizes, [smallest], name=fresh_name("Min")),
+        helper.make_node("Equal", [smallest, zero], [empty], name=fresh_name("Equal")),
+    ]
+    branch_nodes, terms = [], []
+    for name, term in zip(input_names, operands):
+        extents = []
+        for letter in output:
+            if letter in term:
+                axis = term.index(letter)
+                extents.append(fresh_name("extent"))
+                branch_nodes.append(
+                    helper.make_node("Shape", [name], [extents[-1]], start=axis, end=axis + 1, name=fresh_name("Shape"))
+                )
+            else:
+                extents.append(one)
+        shape = no_dims
+        if extents:
+            shape = fresh_name("shape")
+            branch_nodes.append(helper.make_node("Concat", extents, [shape], axis=0, name=fresh_name("Concat")))
+        terms.append(fresh_name("zeros"))
+        branch_nodes.append(_zeros(shape, dtype, terms[-1], fresh_name))
+    total = terms[0]
+    for term in terms[1:]:
+        summed = fresh_name("zeros")
+        branch_nodes.append(helper.make_node("Add", [total, term], [summed], name=fresh_name("Add")))
+        total = summed
+    value_info = helper.make_tensor_value_info
+    then_branch = helper.make_graph(
+        branch_nodes, fresh_name("zeros_branch"), [], [value_info(total, dtype.onnx_type, None)]
+    )
+    product = fresh_name("product")
+    einsum = helper.make_node(
+        "Einsum", input_names, [product], equation=node.attrs["equation"], name=fresh_name("Einsum")
+    )
+    else_branch = helper.make_graph(
+        [einsum], fresh_name("einsum_branch"), [], [value_info(product, dtype.onnx_type, None)]
+    )
+    nodes.append(
+        helper.make_node(
+            "If", [empty], output_names, then_branch=then_branch, else_branch=else_branch, name=fresh_name("If")
+        )
+    )
+    initializers = [
+        numpy_helper.from_array(np.array([1], np.int64), one),
+        numpy_helper.from_array(np.array(0, np.int64), zero),
+        numpy_helper.from_array(np.zeros(0, np.int64), no_dims),
+    ]
+    return nodes, initializers

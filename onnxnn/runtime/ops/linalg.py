@@ -301,3 +301,105 @@ def _matrix_times_vector(node, input_names: list, output_names: list, fresh_name
 
 
 value_blind_decompositions.mark("MatMul")
+
+
+# onnxruntime 1.31's CPU MatMul mishandles a contracted length of 0 (the result is then zeros) when
+# the second operand has batch dims the first's do not cover (a lower rank, a 1-D first operand,
+# or a batch dim of 1 against a larger one): it takes the first operand's batch for the result's
+# (``ones(1, 3, 0) @ ones(2, 0, 5)`` came out of shape (1, 3, 5)) or zeroes only part of the result
+# and leaves the rest as the buffer held it (``ones(0) @ ones(4, 0, 2)``, ``ones(3, 0) @ ones(2, 0,
+# 5)``: the previous run's values). It computes the product right with the first operand expanded
+# to the result's batch, which a lowering writes: ``Expand(a, Shape(b)[:-2] + [1, 1]) @ b`` (a 1-D
+# ``a`` as a one-row matrix, its row squeezed after). Reproduced on a bare model of one MatMul with
+# every graph optimization off (``b @ v`` for a 1-D ``v`` errs too: the decomposition above writes
+# that as a product with one column, which it computes right).
+def _batch_past_the_first(a_shape: tuple, b_shape: tuple) -> bool:
+    """Whether ``b`` (rank 3 or more) has batch dims that ``a``'s do not cover."""
+    if len(b_shape) < 3:
+        return False
+    if len(a_shape) < len(b_shape):
+        return True
+    return tuple(a_shape[:-2]) != broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
+
+
+def _first_operand_expanded(node, input_names: list, output_names: list, fresh_name):
+    names = {part: fresh_name(part) for part in ("batch", "target", "expanded", "row_axis", "ones", "row")}
+    nodes = []
+    first = input_names[0]
+    vector = len(node.inputs[0].shape) == 1
+    if vector:
+        nodes.append(
+            helper.make_node("Unsqueeze", [first, names["row_axis"]], [names["row"]], name=fresh_name("Unsqueeze"))
+        )
+        first = names["row"]
+    product = fresh_name("product") if vector else output_names[0]
+    nodes += [
+        helper.make_node("Shape", [input_names[1]], [names["batch"]], end=-2, name=fresh_name("Shape")),
+        helper.make_node(
+            "Concat", [names["batch"], names["ones"]], [names["target"]], axis=0, name=fresh_name("Concat")
+        ),
+        helper.make_node("Expand", [first, names["target"]], [names["expanded"]], name=fresh_name("Expand")),
+        helper.make_node("MatMul", [names["expanded"], input_names[1]], [product], name=fresh_name("MatMul")),
+    ]
+    if vector:
+        nodes.append(
+            helper.make_node("Squeeze", [product, names["row_axis"]], output_names, name=fresh_name("Squeeze"))
+        )
+    initializers = [
+        numpy_helper.from_array(np.array([1, 1], np.int64), names["ones"]),
+        numpy_helper.from_array(np.array([-2], np.int64), names["row_axis"]),
+    ]
+    return nodes, initializers
+
+
+@session_lowerings.register("MatMul")
+def _matmul_over_an_empty_length(node, input_names: list, output_names: list, fresh_name, embedded=None):
+    """A MatMul whose contracted length is 0, with ``_batch_past_the_first``: the note above."""
+    a_shape, b_shape = node.inputs[0].shape, node.inputs[1].shape
+    if a_shape[-1] != 0 or not _batch_past_the_first(a_shape, b_shape):
+        return None
+    return _first_operand_expanded(node, input_names, output_names, fresh_name)
+
+
+@size_blind_session_lowerings.register("MatMul")
+def _matmul_at_any_length(node, input_names: list, output_names: list, fresh_name, embedded=None):
+    """``_matmul_over_an_empty_length`` in a graph shared across sizes, where the length may be 0 at
+    any run: every product with ``_batch_past_the_first`` (a copy of the first operand's elements
+    per batch, against a product's ``n`` multiply-adds per element of it)."""
+    if not _batch_past_the_first(node.inputs[0].shape, node.inputs[1].shape):
+        return None
+    return _first_operand_expanded(node, input_names, output_names, fresh_name)
+
+
+# onnxruntime 1.31's CPU Gemm with a contracted length of 0 returns C, not ``beta * C``
+# (``Gemm(ones(3, 0), ones(0, 2), C, beta=0.5)`` gave C; reproduced on a bare model of one Gemm with
+# every graph optimization off). onnxnn records Gemm with beta 1 only, but an imported model's may
+# have another: its sessions add ``beta * C`` with beta 1, the same arithmetic onnxruntime does with
+# a nonzero length (C scaled once, the product accumulated onto it).
+def _gemm_with_c_scaled(node, input_names: list, output_names: list, fresh_name, any_length: bool):
+    attributes = dict(node.attrs.items()) if node.attrs else {}
+    beta = attributes.get("beta", 1.0)
+    if len(input_names) < 3 or not input_names[2] or beta == 1.0:
+        return None
+    a_shape = node.inputs[0].shape
+    if not any_length and a_shape[0 if attributes.get("transA", 0) else 1] != 0:
+        return None
+    scale, scaled = fresh_name("beta"), fresh_name("scaled")
+    attributes["beta"] = 1.0
+    nodes = [
+        helper.make_node("Mul", [input_names[2], scale], [scaled], name=fresh_name("Mul")),
+        helper.make_node(
+            "Gemm", [input_names[0], input_names[1], scaled], output_names, name=fresh_name("Gemm"), **attributes
+        ),
+    ]
+    return nodes, [numpy_helper.from_array(np.array(beta, node.inputs[2].dtype.numpy_dtype), scale)]
+
+
+@session_lowerings.register("Gemm")
+def _gemm_over_an_empty_length(node, input_names: list, output_names: list, fresh_name, embedded=None):
+    return _gemm_with_c_scaled(node, input_names, output_names, fresh_name, any_length=False)
+
+
+@size_blind_session_lowerings.register("Gemm")
+def _gemm_at_any_length(node, input_names: list, output_names: list, fresh_name, embedded=None):
+    return _gemm_with_c_scaled(node, input_names, output_names, fresh_name, any_length=True)
