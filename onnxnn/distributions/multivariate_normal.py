@@ -45,7 +45,34 @@ def _precision_to_scale_tril(P: Tensor) -> Tensor:
     return solve_triangular(L_inv, identity, upper=False)
 
 
-class MultivariateNormal(Distribution):
+class CholeskyFactorMatrices:
+    """``scale_tril``, ``covariance_matrix`` and ``precision_matrix`` of a distribution parametrized by a
+    lower Cholesky factor ``L`` (``_unbroadcasted_scale_tril``), expanded to its ``_matrix_shape()``:
+    ``L``, ``L L^T`` and ``(L L^T)^-1`` (MultivariateNormal's covariance, Wishart's scale matrix)."""
+
+    _unbroadcasted_scale_tril: Tensor
+
+    def _matrix_shape(self) -> tuple:
+        raise NotImplementedError
+
+    @lazy_property
+    def scale_tril(self) -> Tensor:
+        """The lower Cholesky factor ``L``."""
+        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
+
+    @lazy_property
+    def covariance_matrix(self) -> Tensor:
+        """``L L^T``."""
+        L = self._unbroadcasted_scale_tril
+        return _ops.matmul(L, L.mT).expand(self._matrix_shape())
+
+    @lazy_property
+    def precision_matrix(self) -> Tensor:
+        """The inverse of ``L L^T``."""
+        return cholesky_inverse(self._unbroadcasted_scale_tril).expand(self._matrix_shape())
+
+
+class MultivariateNormal(CholeskyFactorMatrices, Distribution):
     """The multivariate normal distribution with mean vector ``loc`` and a positive-definite covariance.
 
     Give exactly one of ``covariance_matrix``, ``precision_matrix`` (its inverse) or ``scale_tril``
@@ -135,22 +162,6 @@ class MultivariateNormal(Distribution):
 
     def _matrix_shape(self) -> tuple:
         return tuple(self._batch_shape) + tuple(self._event_shape) + tuple(self._event_shape)
-
-    @lazy_property
-    def scale_tril(self) -> Tensor:
-        """The lower Cholesky factor ``L`` of the covariance."""
-        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
-
-    @lazy_property
-    def covariance_matrix(self) -> Tensor:
-        """The covariance ``L L^T``."""
-        L = self._unbroadcasted_scale_tril
-        return _ops.matmul(L, L.mT).expand(self._matrix_shape())
-
-    @lazy_property
-    def precision_matrix(self) -> Tensor:
-        """The inverse of the covariance."""
-        return cholesky_inverse(self._unbroadcasted_scale_tril).expand(self._matrix_shape())
 
     @property
     def mean(self) -> Tensor:

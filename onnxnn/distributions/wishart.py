@@ -13,7 +13,7 @@ import math
 import warnings
 
 from ..runtime import ops as _ops
-from ..runtime.creation import arange, eye, tensor
+from ..runtime.creation import arange, tensor
 from ..runtime.ops.linalg_cholesky import cholesky_solve, linalg_cholesky
 from ..runtime.ops.linalg_lu import slogdet
 from ..runtime.random_creation import randn
@@ -21,8 +21,8 @@ from ..runtime.tensor import Size, Tensor
 from . import constraints
 from .chi2 import Chi2
 from .exp_family import ExponentialFamily
-from .multivariate_normal import _precision_to_scale_tril
-from .utils import _finfo, lazy_property
+from .multivariate_normal import CholeskyFactorMatrices, _precision_to_scale_tril
+from .utils import _finfo
 
 __all__ = ["Wishart"]
 
@@ -38,7 +38,7 @@ def _mvdigamma(x: Tensor, p: int) -> Tensor:
     return (x.unsqueeze(-1) - halves).digamma().sum(-1)
 
 
-class Wishart(ExponentialFamily):
+class Wishart(CholeskyFactorMatrices, ExponentialFamily):
     """The Wishart distribution of ``df`` degrees of freedom and a positive-definite scale matrix
     ``Sigma``: the distribution of ``X^T X`` for ``df`` rows ``X_i ~ N(0, Sigma)`` (any real
     ``df > p - 1`` for ``p x p`` matrices).
@@ -155,24 +155,6 @@ class Wishart(ExponentialFamily):
 
     def _matrix_shape(self) -> tuple:
         return tuple(self._batch_shape) + tuple(self._event_shape)
-
-    @lazy_property
-    def scale_tril(self) -> Tensor:
-        """The lower Cholesky factor ``L`` of the scale matrix."""
-        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
-
-    @lazy_property
-    def covariance_matrix(self) -> Tensor:
-        """The scale matrix ``L L^T``."""
-        L = self._unbroadcasted_scale_tril
-        return _ops.matmul(L, L.mT).expand(self._matrix_shape())
-
-    @lazy_property
-    def precision_matrix(self) -> Tensor:
-        """The inverse of the scale matrix."""
-        L = self._unbroadcasted_scale_tril
-        identity = eye(self._event_shape[-1], dtype=L.dtype, device=L.device)
-        return cholesky_solve(identity, L).expand(self._matrix_shape())
 
     def _df_matrix(self) -> Tensor:
         """``df`` with two unit dimensions, to scale a batch of matrices."""
