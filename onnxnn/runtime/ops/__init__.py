@@ -11,6 +11,7 @@ from .division import *  # noqa: F401,F403
 from .activations import *  # noqa: F401,F403
 from .comparison import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
+from .variance import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .splitting import *  # noqa: F401,F403
 from .padding import *  # noqa: F401,F403

@@ -199,7 +199,15 @@ def _dims(input: Tensor, dim) -> list[int] | None:
     if dim is None:
         return None
     dims = [dim] if isinstance(dim, int) else list(dim)
-    return normalize_axes(dims, input.dim())
+    return distinct_dims(normalize_axes(dims, input.dim()))
+
+
+def distinct_dims(axes: list[int]) -> list[int]:
+    """``axes`` (normalized), with PyTorch's refusal of a dim named twice (``(0, -2)`` of a matrix too)."""
+    for position, axis in enumerate(axes):
+        if axis in axes[:position]:
+            raise RuntimeError(f"dim {axis} appears multiple times in the list of dims")
+    return axes
 
 
 def _reduce(op_type: str, input: Tensor, dim, keepdim: bool, name: str | None) -> Tensor:
@@ -341,7 +349,9 @@ def nan_position(input: Tensor, dim, keepdim: bool, last: bool = False) -> tuple
 def _first_arg(op_type: str, input: Tensor, dim, keepdim: bool, last: bool = False) -> Tensor:
     """ArgMax or ArgMin: the first position of the extremum (``last``: the last)."""
     if dim is None:
-        return apply_op(op_type, (input.reshape(-1),), {"axis": 0, "keepdims": 0, "select_last_index": int(last)})
+        flat = apply_op(op_type, (input.reshape(-1),), {"axis": 0, "keepdims": 0, "select_last_index": int(last)})
+        # keepdim keeps every dim, at size 1 (PyTorch's argmax(x, None, True) of a matrix is (1, 1)).
+        return flat.reshape((1,) * input.dim()) if keepdim else flat
     axis = normalize_axes([dim], input.dim())[0]
     if input.dim() == 0:
         return apply_op(op_type, (input.reshape(1),), {"axis": 0, "keepdims": 0})
@@ -409,47 +419,6 @@ def _extremum_along(input: Tensor, dim: int, keepdim: bool, arg_op: str, reduce_
         values = apply_op("Squeeze", (values, int64_constant([axis])), None, name)
         indices = indices.squeeze(axis)
     return values, indices
-
-
-def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
-    """Variance over ``dim`` (all dims when None or empty) with Bessel's correction by default
-    (``correction=1``); ``var(x, False)`` is PyTorch's ``var(input, unbiased)`` overload."""
-    if input.dtype in REDUCED_FLOATS:
-        # In float32, rounded once (opmath): the squares of float16 values past 256 overflow.
-        return rounded(var(widened(input), dim, unbiased, keepdim, correction=correction), input.dtype)
-    if input.dtype is dtypes.float32:
-        # PyTorch's CPU kernel accumulates float32 in double: two float32 passes lost 45,000 ulps
-        # at a mean of 1e6, and squares past 1.8e19 overflowed (below 1e-19, vanished).
-        return var(input.to(dtypes.float64), dim, unbiased, keepdim, correction=correction).to(dtypes.float32)
-    dim, unbiased = unbiased_overload(dim, unbiased)
-    if correction is None:
-        correction = 0 if unbiased is False else 1
-    centered = input - mean(input, dim, keepdim=True)
-    dims = _dims(input, dim) or None  # no dims reduce them all, as sum and mean do
-    count = input.numel()
-    if dims is not None and input.dim() > 0:  # a 0-d tensor's dim 0 is itself: one element
-        count = 1
-        for axis in dims:
-            count *= input.shape[axis]
-    return sum(centered * centered, dim, keepdim) / builtins.max(count - correction, 0)
-
-
-def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
-    if input.dtype in REDUCED_FLOATS:  # the root taken before rounding: a variance past 65504 has a float16 root
-        return rounded(std(widened(input), dim, unbiased, keepdim, correction=correction), input.dtype)
-    if input.dtype is dtypes.float32:  # the root of the double variance, rounded once (see var)
-        return std(input.to(dtypes.float64), dim, unbiased, keepdim, correction=correction).to(dtypes.float32)
-    return root(var(input, dim, unbiased, keepdim, correction=correction), 2)
-
-
-def unbiased_overload(dim, unbiased) -> tuple:
-    """``(dim, unbiased)`` of var/std/var_mean/std_mean's arguments: a bool in ``dim``'s place is
-    PyTorch's ``(input, unbiased)`` overload, not dim 0 or 1."""
-    if isinstance(dim, bool):
-        if unbiased is not None:
-            raise TypeError("var(): the second positional argument is unbiased (a bool) or dim, not both")
-        return None, dim
-    return dim, unbiased
 
 
 def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:

@@ -33,6 +33,9 @@ def diff(
     if n < 0:
         raise RuntimeError(f"order must be non-negative but got {n}")
     axis = normalize_axes([dim], input.dim())[0]
+    for extra in (prepend, append):
+        if extra is not None:
+            _check_diff_extension(input, extra, axis)
     if n == 0:  # no differences: the input itself, prepend and append unused (PyTorch's, numpy's)
         return input
     parts = [t for t in (prepend, input, append) if t is not None]
@@ -44,6 +47,18 @@ def diff(
         later, earlier = slice_axis(result, axis, 1, size), slice_axis(result, axis, 0, size - 1)
         result = _c.ne(later, earlier) if result.dtype is dtypes.bool else _e.sub(later, earlier)
     return result
+
+
+def _check_diff_extension(input: Tensor, extra: Tensor, axis: int) -> None:
+    """PyTorch's checks of diff's ``prepend``/``append``: the input's rank, its sizes but along ``dim``."""
+    if extra.dim() != input.dim():
+        raise RuntimeError("diff expects prepend or append to be the same dimension as input")
+    for index, (size, extra_size) in enumerate(zip(input.shape, extra.shape)):
+        if index != axis and size != extra_size:
+            raise RuntimeError(
+                "diff expects the shape of tensor to prepend or append to match that of input except along the "
+                f"differencing dimension; input.size({index}) = {size}, but got tensor.size({index}) = {extra_size}"
+            )
 
 
 def count_nonzero(input: Tensor, dim=None) -> Tensor:

@@ -16,7 +16,15 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.type_info import finfo
 from ...ir.registry import gradient_rules, shape_rules
-from ._common import Tensor, apply_op, check_floating, int64_constant, normalize_axes, with_closed_form_gradient
+from ._common import (
+    Tensor,
+    apply_op,
+    check_floating,
+    int64_constant,
+    normalize_axes,
+    with_closed_form_gradient,
+    with_zero_gradients,
+)
 from ..grad_mode import is_grad_enabled
 from .elementwise import where as _where  # ``where`` is a local name below (gather positions)
 from .indexing import gather_within
@@ -174,6 +182,7 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Kth
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
     if input.dim() == 0:
         return KthvalueResult(input, Tensor._zeros((), dtypes.int64, input.device))
+    _refuse_bool(input, "kthvalue_cpu")  # after PyTorch's checks of k and dim, as its kernel's dispatch
     values, indices = _topk(input, k, axis, False, "KthvalueBackward0")
     return KthvalueResult(_select(values, axis, k - 1, keepdim), _select(indices, axis, k - 1, keepdim))
 
@@ -187,13 +196,15 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False):
     if dim is None:
         flat = input.reshape(-1)
         if flat.shape[0] == 0:
-            return Tensor._full((), np.nan, input.dtype, input.device)
+            return _no_median(input)
+        _refuse_bool(input, "median_cpu")
         middle = kthvalue(flat, (flat.shape[0] + 1) // 2, 0).values
         if not input.dtype.is_floating_point:
             return middle
         return _spread_over_ties(flat, _where(holds_nan(flat, None, False), float("nan"), middle))
     axis = _axis(input, dim)
     check_extent(input, axis, "median")
+    _refuse_bool(input, "median_out")
     size = input.shape[axis] if input.dim() else 1
     values, indices = kthvalue(input, (size + 1) // 2, axis, keepdim)
     if not input.dtype.is_floating_point or input.dim() == 0:
@@ -205,6 +216,17 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False):
     if not keepdim:
         values, kept_indices = values.squeeze(axis), kept_indices.squeeze(axis)
     return MedianResult(values, kept_indices)
+
+
+def _refuse_bool(input: Tensor, kernel: str) -> None:
+    """PyTorch's selection kernels (kthvalue, median, nanmedian) have no bool version: its words."""
+    if input.dtype is dtypes.bool:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
+
+
+def _no_median(input: Tensor) -> Tensor:
+    """The median of no elements: NaN, with a zero gradient for the (empty) input, as PyTorch's."""
+    return with_zero_gradients(Tensor._full((), np.nan, input.dtype, input.device), (input,), "MedianBackward0")
 
 
 def _spread_over_ties(flat: Tensor, value: Tensor) -> Tensor:
@@ -229,6 +251,8 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
     """``median`` ignoring NaNs. The count of NaNs is data, so the input is realized."""
     if dim is not None:
         check_extent(input, dim, "median")  # PyTorch's name for both
+    if input.dtype is dtypes.bool:
+        return median(input, dim, keepdim)  # (its checks and words)
     data = input._realized_data()
     if not np.isnan(data).any():
         return median(input, dim, keepdim)
@@ -236,9 +260,9 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
     # (count - 1) // 2 of each line: gather it with indices from the data.
     if dim is None:
         valid = data[~np.isnan(data)]
-        if valid.size == 0:
-            return Tensor._full((), np.nan, input.dtype, input.device)
         flat = input.reshape(-1)
+        if valid.size == 0:  # all NaN: NaN, its gradient spread over the NaNs (PyTorch's)
+            return _spread_over_ties(flat, Tensor._full((), np.nan, input.dtype, input.device))
         return _spread_over_ties(flat, kthvalue(flat, (valid.size + 1) // 2, 0).values)
     axis = _axis(input, dim)
     counts = (~np.isnan(data)).sum(axis=axis, keepdims=True)

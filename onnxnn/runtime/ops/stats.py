@@ -20,6 +20,7 @@ from ._common import Tensor, broadcast_shapes, normalize_axes, with_zero_gradien
 from . import comparison as _c
 from . import elementwise as _e
 from . import reduce as _r
+from . import variance as _v
 from .reduce import check_extent
 from .indexing import gather_within
 from .sorting import cumsum
@@ -47,14 +48,14 @@ ModeResult = namedtuple("mode", ["values", "indices"])
 
 def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(var, mean)`` over ``dim``."""
-    dim, unbiased = _r.unbiased_overload(dim, unbiased)
-    return (_r.var(input, dim, unbiased, keepdim, correction=correction), _r.mean(input, dim, keepdim))
+    dim, unbiased = _v.unbiased_overload(dim, unbiased)
+    return (_v.var(input, dim, unbiased, keepdim, correction=correction), _r.mean(input, dim, keepdim))
 
 
 def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(std, mean)`` over ``dim``."""
-    dim, unbiased = _r.unbiased_overload(dim, unbiased)
-    return (_r.std(input, dim, unbiased, keepdim, correction=correction), _r.mean(input, dim, keepdim))
+    dim, unbiased = _v.unbiased_overload(dim, unbiased)
+    return (_v.std(input, dim, unbiased, keepdim, correction=correction), _r.mean(input, dim, keepdim))
 
 
 def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None, aweights: Tensor | None = None):
@@ -387,8 +388,11 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if weights is None:
         return _constant(np.bincount(data, minlength=minlength), input, dtypes.int64)
+    if weights.dim() != 1 or weights.shape[0] != input.shape[0]:
+        raise RuntimeError("weights should be 1-d and have the same length as input")
     weight_data = np.asarray(weights._realized_data(), dtype=np.float64)
-    target = weights.dtype if weights.dtype.is_floating_point else dtypes.float64
+    # PyTorch's CPU kernel sums float weights in float and every other dtype (half ones too) in double.
+    target = dtypes.float32 if weights.dtype is dtypes.float32 else dtypes.float64
     return _constant(np.bincount(data, weight_data, minlength=minlength), weights, target)
 
 
@@ -404,8 +408,6 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
         >>> onnxnn.histc(onnxnn.tensor([0.1, 0.2, 0.3, 0.7, 0.9]), bins=10, min=0, max=1).tolist()
         [0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0]
     """
-    if input.dtype not in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64):
-        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
     data = np.asarray(input._realized_data()).reshape(-1)
     low, high = float(min), float(max)
     if low == high and data.size:
@@ -417,6 +419,9 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     if not low < high:
         raise RuntimeError("torch.histc: max must be larger than min")
     check_bin_count(bins)
+    # The dtype last, as PyTorch's kernel dispatch follows its checks of the range and bins.
+    if input.dtype not in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64):
+        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
     # Only the outer edges take part (no search among the others): PyTorch's linspace gives them exactly.
     edges = np.asarray([low, high]).astype(data.dtype)
     positions = linear_bin_positions(data, edges, bins)
@@ -480,6 +485,8 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ModeResult:
     check_extent(input, axis, "mode")
     source = input.reshape(1) if input.dim() == 0 else input
     data = np.moveaxis(np.asarray(source._realized_data()), axis, -1)
+    if input.dtype is dtypes.bfloat16:
+        data = data.astype(np.float32)  # every value held (ml_dtypes' bfloat16 mishandles NaN in np.unique)
     indices = np.zeros(data.shape[:-1], dtype=np.int64)
     for line in np.ndindex(data.shape[:-1]):
         values, counts = np.unique(data[line], return_counts=True)
