@@ -27,6 +27,7 @@ from ...runtime.ops.conv import (
     conv_transpose3d,
     expand_param,
 )
+from ...runtime.ops._common import check_floating
 from ...runtime.ops.columns import col2im, im2col
 from ...runtime.tensor import Tensor, outside_autocast
 
@@ -141,13 +142,13 @@ def _fold_arguments(function: str, kernel_size, dilation, padding, stride):
     return kernel, dilations, pads, strides
 
 
-@outside_autocast()  # an exact copy in PyTorch (im2col, unlisted)
 def _check_block_dtype(input: Tensor, kernel: str) -> None:
     """PyTorch's im2col and col2im kernels take floating and bool tensors only (integers are refused)."""
-    if not (input.dtype.is_floating_point or input.dtype is dtypes.bool):
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
+    if input.dtype is not dtypes.bool:
+        check_floating(input, kernel)
 
 
+@outside_autocast()  # an exact copy in PyTorch (im2col, unlisted)
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Extracts sliding local blocks (im2col): ``(N, C, H, W)`` -> ``(N, C * kH * kW, L)``.
 

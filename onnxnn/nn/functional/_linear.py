@@ -51,10 +51,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         )
     dtype = input.dtype
     if dtype is not weight.dtype:
-        raise RuntimeError(
-            f"mat1 and mat2 must have the same dtype, but got {scalar_type_name(dtype)} "
-            f"and {scalar_type_name(weight.dtype)}"
-        )
+        raise mixed_dtypes_error(dtype, weight.dtype)
     if rank == 2 and len(weight_shape) == 2 and dtype in _GEMM_DTYPES:
         if bias is None:
             return apply_op("Gemm", (input, weight), _TRANSPOSE_B, "MmBackward0")
@@ -85,6 +82,13 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if bias.dtype is not product.dtype:
         bias = bias.to(product.dtype)
     return apply_op("Add", (product, bias), None, add_name)
+
+
+def mixed_dtypes_error(first, second) -> RuntimeError:
+    """PyTorch's error for a matrix product of operands of two dtypes (``linear``, the RNN cells)."""
+    return RuntimeError(
+        f"mat1 and mat2 must have the same dtype, but got {scalar_type_name(first)} and {scalar_type_name(second)}"
+    )
 
 
 @outside_autocast()  # under autocast too: the half inputs it cast are widened exactly, as PyTorch's addmm does

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from ...ir import dtypes
 from ...runtime import ops as _ops
+from ...runtime.ops._common import check_floating
 from ...runtime.ops.padding import pad_constant
 from ...runtime.tensor import Tensor, outside_autocast
 from ._conv import pad_for_conv
@@ -75,8 +76,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
         return _pad_circular(input, pad)
     _check_reflect_replicate(input, pad, mode)
     if input.dtype is dtypes.bool:  # PyTorch's reflection and replication kernels have no bool case
-        kernel = "reflection" if mode == "reflect" else "replication"
-        raise NotImplementedError(f"\"{kernel}_pad{spatial}d\" not implemented for 'Bool'")
+        check_floating(input, f"{'reflection' if mode == 'reflect' else 'replication'}_pad{spatial}d")
     positive = [max(p, 0) for p in pad]
     result = input
     if any(positive):

@@ -48,7 +48,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.graph import static_constant
 from ...runtime.internal import constant_tensor
-from ...runtime.ops._common import int64_constant
+from ...runtime.ops._common import check_floating, int64_constant
 from ...runtime.ops.elementwise import where
 from ...runtime.ops.sampling import affine_base, pytorch_grid
 from ...runtime.tensor import Tensor, apply_op
@@ -164,8 +164,7 @@ def interpolate(
         pool = (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[spatial - 1]
         return pool(input, output_size)
     if not input.dtype.is_floating_point and not (input.dtype is dtypes.uint8 and mode in _UINT8_MODES):
-        kernel = _KERNEL_OF_MODE[mode].format(spatial=spatial)
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
+        check_floating(input, _KERNEL_OF_MODE[mode].format(spatial=spatial))
     if mode in ("nearest", "nearest-exact"):
         return _nearest(input, output_size, scales, mode)
     if input.dtype is dtypes.uint8:

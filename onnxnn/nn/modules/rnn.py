@@ -29,6 +29,7 @@ from ...runtime.grad_mode import is_grad_enabled
 from ...runtime.ops.shape import cat, stack
 from ...runtime.tensor import Tensor, autocast_arguments
 from .. import functional as F
+from ..functional._linear import mixed_dtypes_error
 from .. import init
 from ..parameter import Parameter
 from ..utils.rnn import PackedSequence
@@ -96,10 +97,7 @@ def _check_product_dtypes(operand: Tensor, weight: Tensor) -> None:
     """PyTorch's error for a cell's matrix product of two dtypes (under autocast, after its casts)."""
     cast_operand, cast_weight = autocast_arguments("Gemm", (operand, weight))
     if cast_operand.dtype != cast_weight.dtype:
-        raise RuntimeError(
-            f"mat1 and mat2 must have the same dtype, but got {dtypes.scalar_type_name(cast_operand.dtype)} and "
-            f"{dtypes.scalar_type_name(cast_weight.dtype)}"
-        )
+        raise mixed_dtypes_error(cast_operand.dtype, cast_weight.dtype)
 
 
 def _states_in_dtype_of(data: Tensor, states: tuple) -> tuple:

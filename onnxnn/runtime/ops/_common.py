@@ -94,6 +94,15 @@ def check_floating(tensor: Tensor, kernel: str) -> None:
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_type_name(tensor.dtype)}'")
 
 
+def distinct_dims(axes: list[int]) -> list[int]:
+    """``axes`` (normalized), with PyTorch's refusal of a dim named twice (``(0, -2)`` of a matrix too):
+    onnxruntime would refuse some only when the graph runs, and onnxnn's kernels not at all."""
+    for position, axis in enumerate(axes):
+        if axis in axes[:position]:
+            raise RuntimeError(f"dim {axis} appears multiple times in the list of dims")
+    return axes
+
+
 def normalize_axes(axes, rank: int) -> list[int]:
     """Wraps negative dims into [0, rank), with PyTorch's IndexError for out-of-range ones."""
     bound = max(rank, 1)

@@ -15,11 +15,17 @@ import numpy as np
 from ...ir import dtypes
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant
 
-__all__ = ["IndexPlan", "as_int64", "sequence_as_tuple"]
+__all__ = ["IndexPlan", "as_int64", "check_index_dtype", "sequence_as_tuple"]
 
 _INDEX_TYPE_MESSAGE = "tensors used as indices must be long, int, byte or bool tensors"
 # PyTorch's index tensor dtypes (uint8 is a deprecated mask): int8, int16 and the wider unsigned are refused.
 _INDEX_DTYPES = (dtypes.int64, dtypes.int32, dtypes.uint8, dtypes.bool)
+
+
+def check_index_dtype(index: Tensor) -> None:
+    """Refuses an index tensor of a dtype PyTorch does not index with (IndexError, its words)."""
+    if index.dtype not in _INDEX_DTYPES:
+        raise IndexError(_INDEX_TYPE_MESSAGE)
 
 
 def as_int64(indices: Tensor) -> Tensor:
@@ -59,8 +65,7 @@ def _classify(item):
     if isinstance(item, (str, bytes)):  # PyTorch makes a tensor of a sequence, and refuses this type
         raise TypeError(f"new(): invalid data type '{type(item).__name__}'")
     if isinstance(item, Tensor):
-        if item.dtype not in _INDEX_DTYPES:
-            raise IndexError(_INDEX_TYPE_MESSAGE)
+        check_index_dtype(item)
         category = item.dtype.category
         if item.dim() == 0 or item._value.data is not None or category == 0 or item.dtype is dtypes.uint8:
             # Masks need their data to know the result's shape; 0-d indices select, as PyTorch's item().

@@ -10,7 +10,7 @@ from collections import namedtuple
 
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
-from ._common import Tensor, apply_op, int64_constant, normalize_axes, with_zero_gradients
+from ._common import Tensor, apply_op, distinct_dims, int64_constant, normalize_axes, with_zero_gradients
 from . import comparison as _c
 from .elementwise import maximum, minimum, nan_everywhere, onnx_sign, where
 from .opmath import REDUCED_FLOATS, rounded, widened
@@ -200,14 +200,6 @@ def _dims(input: Tensor, dim) -> list[int] | None:
         return None
     dims = [dim] if isinstance(dim, int) else list(dim)
     return distinct_dims(normalize_axes(dims, input.dim()))
-
-
-def distinct_dims(axes: list[int]) -> list[int]:
-    """``axes`` (normalized), with PyTorch's refusal of a dim named twice (``(0, -2)`` of a matrix too)."""
-    for position, axis in enumerate(axes):
-        if axis in axes[:position]:
-            raise RuntimeError(f"dim {axis} appears multiple times in the list of dims")
-    return axes
 
 
 def _reduce(op_type: str, input: Tensor, dim, keepdim: bool, name: str | None) -> Tensor:

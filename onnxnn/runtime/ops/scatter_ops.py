@@ -15,7 +15,7 @@ from ._common import Tensor, apply_op, broadcast_shapes, normalize_axes
 from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
-from .index_plan import as_int64
+from .index_plan import as_int64, check_index_dtype
 from .indexing import (
     _check_index_tensor,
     check_bounds,
@@ -48,8 +48,7 @@ def _index_tensors(indices) -> tuple:
     for position, index in enumerate(indices):
         if not isinstance(index, Tensor):
             raise TypeError(f"expected Tensor as element {position} in argument 0, but got {type(index).__name__}")
-        if index.dtype not in (dtypes.int64, dtypes.int32, dtypes.uint8, dtypes.bool):
-            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        check_index_dtype(index)
     if not indices:
         raise RuntimeError("index_put_(): expected at least one index tensor")
     return tuple(indices)

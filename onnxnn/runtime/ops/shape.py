@@ -12,7 +12,15 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.graph import FrozenAttributes, shared_attributes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
-from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes, with_zero_gradients
+from ._common import (
+    Tensor,
+    apply_op,
+    broadcast_shapes,
+    distinct_dims,
+    int64_constant,
+    normalize_axes,
+    with_zero_gradients,
+)
 from ..realization import data_of
 from ...ir.caches import register_cache
 
@@ -526,22 +534,13 @@ def repeat(input: Tensor, *sizes) -> Tensor:
     return tile(input, sizes)
 
 
-def _check_distinct_dims(axes: list) -> None:
-    """PyTorch refuses a dim named twice (``flip(0, -2)`` of a matrix); onnxruntime's Slice would only
-    when the graph runs, and onnxnn's kernels not at all."""
-    for position, axis in enumerate(axes):
-        if axis in axes[:position]:
-            raise RuntimeError(f"dim {axis} appears multiple times in the list of dims")
-
-
 def flip(input: Tensor, dims) -> Tensor:
     _check_dims_sequence("flip", dims)
     dims = list(dims)
     if input.dim() == 0:
-        _check_distinct_dims(normalize_axes(dims, 1))  # PyTorch wraps a scalar's dims as one axis's (0 and -1)
+        distinct_dims(normalize_axes(dims, 1))  # PyTorch wraps a scalar's dims as one axis's (0 and -1)
         return apply_op("Identity", (input,), None, "FlipBackward0")  # a new tensor, as PyTorch's
-    axes = normalize_axes(dims, input.dim())
-    _check_distinct_dims(axes)
+    axes = distinct_dims(normalize_axes(dims, input.dim()))
     big = np.iinfo(np.int64).max
     return apply_op(
         "Slice",

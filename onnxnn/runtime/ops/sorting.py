@@ -221,7 +221,7 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False):
 def _refuse_bool(input: Tensor, kernel: str) -> None:
     """PyTorch's selection kernels (kthvalue, median, nanmedian) have no bool version: its words."""
     if input.dtype is dtypes.bool:
-        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
+        check_floating(input, kernel)
 
 
 def _no_median(input: Tensor) -> Tensor:
