@@ -44,11 +44,13 @@ def _run(tree: Path, script: str, arguments: list[str]) -> dict:
         text=True,
         check=True,
     )
-    # One JSON object, or one per line (bench_vs_torch.py's workloads), each named by its workload.
-    reports = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
-    if len(reports) <= 1:
-        text = completed.stdout
+    # One JSON object (indented over many lines: bench_runtime.py's), or one per line
+    # (bench_vs_torch.py's workloads), each named by its workload.
+    text = completed.stdout
+    try:
         return dict(_timings(json.loads(text[text.index("{") :])))
+    except json.JSONDecodeError:  # "Extra data": several objects, one per line
+        reports = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     timings = {}
     for report in reports:
         timings.update(_timings(report, f"{report.get('workload', len(timings))}.threads={report.get('threads')}."))
