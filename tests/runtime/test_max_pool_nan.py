@@ -121,6 +121,31 @@ def test_a_global_max_pool_holding_nan_gives_nan(dtype, executor):
     np.testing.assert_array_equal(pooled, expected.astype(dtype))
 
 
+@pytest.mark.parametrize("pool", ["window", "global"])
+def test_a_pool_of_a_relu_averages_its_input_for_the_nan_flags(pool, monkeypatch):
+    # A ReLU's output is never negative, so its average over a window is NaN only where the window
+    # holds NaN: the session averages it without squaring it first. Infinities and values whose sum
+    # overflows must still come out as their maximum.
+    x = with_nans((2, 3, 9, 9), np.float32)
+    x[0, 1, :3, :3] = np.inf
+    x[0, 2, :3, :3] = np.float32(3e38)
+    x[1, 0, :3, :3] = -np.inf
+    x[1, 1, 0, 0], x[1, 1, 0, 1] = np.inf, np.nan
+    relu = np.where(np.isnan(x), x, np.maximum(x, 0))
+    if pool == "window":
+        expected = nan_pool_reference(relu, 3, 2, 1)[0]
+    else:
+        expected = np.where(np.isnan(relu).any(axis=(2, 3)), np.nan, np.nanmax(relu, axis=(2, 3)))[..., None, None]
+    models = []
+    original = sessions.create_session
+    monkeypatch.setattr(sessions, "create_session", lambda model, *rest: models.append(model) or original(model, *rest))
+    with onnxnn.set_executor("onnxruntime"):
+        y = F.relu(onnxnn.tensor(x))
+        pooled = F.max_pool2d(y, 3, 2, 1) if pool == "window" else F.adaptive_max_pool2d(y, 1)
+        np.testing.assert_array_equal(pooled.numpy(), expected)
+    assert [node.op_type for model in models for node in model.graph.node if node.op_type == "Mul"] == []
+
+
 @pytest.mark.parametrize("with_indices", [False, True], ids=["values", "values_and_indices"])
 def test_a_session_shared_across_input_sizes_propagates_nan_too(with_indices, monkeypatch):
     # A structure seen at several sizes gets one session for all of them (fastpath/dynamic_shapes.py),

@@ -13,7 +13,10 @@ the pool of ``x`` beside a second pool that finds the windows holding NaN:
   Squares and an average pool stay in onnxruntime's blocked channel layout around a convolution,
   where IsNaN flags would be reordered out of it and back: resnet18's first convolution, ReLU and
   3x3 pool, one thread, 2.1 ms with the plain pool, 3.0 ms so, 3.7 with float flags and 7.5 with
-  uint8 flags (onnxruntime's uint8 MaxPool is a generic loop). Other dtypes (onnxruntime's average
+  uint8 flags (onnxruntime's uint8 MaxPool is a generic loop). A pool of a ReLU's output (most pools)
+  averages ``x`` itself: values never negative hold no infinities of both signs either, and the
+  squares' pass is saved (resnet18's first convolution, ReLU, pool and next convolution, one thread,
+  1.75 ms plain, 2.19 with the squares, 2.02 without). Other dtypes (onnxruntime's average
   pools are float32 only) pool float32 flags, ``Cast(IsNaN(x), float)``;
 - with indices (a pool too small or too rare for the compiled loop): numbered flags,
   ``IsNaN(x) * (1 + position in the plane)`` in float64, whose pool's Indices output names the
@@ -73,10 +76,14 @@ def _with_nan_where_held(x, input_name: str, pooled: str, output: str, fresh_nam
     ``scope``: "" for the node's windows (``window``: its attributes), "Global" for the whole plane.
     """
     if x.dtype is dtypes.float32:  # onnxruntime's average pools are float32 only
-        squares, average, held = fresh_name("squares"), fresh_name("nan_where_held"), fresh_name("held")
-        return [
-            helper.make_node("Mul", [input_name, input_name], [squares], name=fresh_name("Mul")),
-            helper.make_node(f"{scope}AveragePool", [squares], [average], name=fresh_name("AveragePool"), **window),
+        average, held = fresh_name("nan_where_held"), fresh_name("held")
+        nodes = []
+        averaged = input_name
+        if not _never_negative(x):  # +inf and -inf in one window would average to NaN
+            averaged = fresh_name("squares")
+            nodes.append(helper.make_node("Mul", [input_name, input_name], [averaged], name=fresh_name("Mul")))
+        return nodes + [
+            helper.make_node(f"{scope}AveragePool", [averaged], [average], name=fresh_name("AveragePool"), **window),
             helper.make_node("IsNaN", [average], [held], name=fresh_name("IsNaN")),
             helper.make_node("Where", [held, average, pooled], [output], name=fresh_name("Where")),
         ], []
@@ -90,6 +97,12 @@ def _with_nan_where_held(x, input_name: str, pooled: str, output: str, fresh_nam
         helper.make_node("CastLike", [nan, pooled], [nan_like], name=fresh_name("CastLike")),
         helper.make_node("Where", [held, nan_like, pooled], [output], name=fresh_name("Where")),
     ], [numpy_helper.from_array(np.array(np.nan, np.float32), nan)]
+
+
+def _never_negative(x) -> bool:
+    """Whether ``x`` is a ReLU's output in the plan (pending, so the plan's structure says so)."""
+    producer = x.node if x.data is None else None
+    return producer is not None and producer.op_type == "Relu" and producer.domain in ("", "ai.onnx")
 
 
 def _max_pool_with_indices(x, input_name: str, output_names: list, fresh_name, attributes: dict):
