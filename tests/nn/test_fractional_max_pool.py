@@ -114,7 +114,7 @@ def test_fractional_max_pool_keeps_given_samples_as_a_buffer():
 def test_samples_for_a_larger_batch_serve_the_first_images():
     # As PyTorch: a module's fixed samples, drawn for its largest batch, serve smaller ones.
     x = onnxnn.tensor(distinct(2, 2, 6, 6))
-    samples = onnxnn.rand(5, 2, 2)
+    samples = onnxnn.rand(5, 2, 2, dtype=onnxnn.float64)  # in the input's dtype, as PyTorch requires
     pooled = F.fractional_max_pool2d(x, 2, 3, _random_samples=samples)
     np.testing.assert_array_equal(pooled.numpy(), F.fractional_max_pool2d(x, 2, 3, _random_samples=samples[:2]).numpy())
 
@@ -210,7 +210,7 @@ def test_fractional_max_pool_agrees_with_pytorch(rank, kernel, output_size, inpu
 @pytest.mark.parametrize("rank", [2, 3])
 def test_with_indices_form_returns_values_and_indices(rank):
     x = onnxnn.tensor(distinct(*((1, 2) + (6,) * rank)))
-    samples = onnxnn.rand(1, 2, rank)
+    samples = onnxnn.rand(1, 2, rank, dtype=onnxnn.float64)  # in the input's dtype, as PyTorch requires
     function = getattr(F, f"fractional_max_pool{rank}d")
     values, indices = getattr(F, f"fractional_max_pool{rank}d_with_indices")(x, 2, 3, _random_samples=samples)
     expected_values, expected_indices = function(x, 2, 3, return_indices=True, _random_samples=samples)

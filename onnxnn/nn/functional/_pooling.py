@@ -34,7 +34,12 @@ from ...runtime import ops as _ops
 from ...runtime.random_creation import rand
 from ...runtime.internal import full_tensor, known_data
 from ...runtime.ops.conv import batched, expand_param
-from ...runtime.ops.adaptive_pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
+from ...runtime.ops.adaptive_pooling import (
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
+    empty_adaptive_pool,
+)
 from ...runtime.ops.gathered_pooling import adaptive_windows, max_over_windows, refuse_pool_dtype
 from ...runtime.ops.pooling import (
     avg_pool1d,
@@ -117,8 +122,12 @@ def _adaptive_max_pool(input: Tensor, output_size, return_indices: bool, rank: i
     x, added_batch = batched(input, rank, function)
     spatial = list(x.shape[2:])
     sizes = [size if out is None else int(out) for size, out in zip(spatial, sizes)]
-    if any(out <= 0 for out in sizes):
-        raise RuntimeError(f"{function}(): Expected output_size to be positive, but got {sizes}")
+    if any(out < 0 for out in sizes):  # PyTorch's words: its empty result cannot take the size
+        shape = list(input.shape[:-rank]) + ([1] if rank == 1 else []) + sizes
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(sizes)}: {shape}")
+    empty = empty_adaptive_pool(input, sizes, "max", return_indices)
+    if empty is not None:
+        return empty
     if x.shape[1] == 0:
         # An unbatched input without channels (a batched one was refused above), which PyTorch pools to
         # an empty result: the max pools below refuse empty channels (as PyTorch's do), so pool the
@@ -187,6 +196,17 @@ def _fractional_starts(samples: np.ndarray, size: int, out: int, kernel: int, dt
     return starts
 
 
+def _check_samples_dtype(samples, input: Tensor, function: str) -> None:
+    """PyTorch takes ``_random_samples`` only in the input's dtype: other samples would pick other
+    windows than its kernel's, which computes the starts in that dtype."""
+    if samples is None:
+        return
+    if not isinstance(samples, Tensor):
+        raise TypeError(f"{function}(): argument 'random_samples' must be Tensor, not {type(samples).__name__}")
+    if samples.dtype is not input.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
+
+
 def _fractional_max_pool(
     input: Tensor, kernel_size, output_size, output_ratio, return_indices: bool, _random_samples, rank: int
 ):
@@ -209,6 +229,7 @@ def _fractional_max_pool(
         # PyTorch's 3-d check is strict (the last window may not end at the edge); its 2-d one is not.
         if out + k - 1 > size or (rank == 3 and out + k - 1 == size):
             raise RuntimeError(f"{function}_out(): pool {name} {k} too large relative to input {name} {size}")
+    _check_samples_dtype(_random_samples, input, function)
     x, added_batch = batched(input, rank, function)
     batch, channels = x.shape[0], x.shape[1]
     if _random_samples is None:

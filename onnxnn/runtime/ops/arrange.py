@@ -220,10 +220,10 @@ def tensor_split(
         indices_or_sections = named[0]
     if input.dim() == 0:
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
+    if isinstance(indices_or_sections, Tensor):  # checked before dim, as PyTorch's
+        indices_or_sections = _split_points(indices_or_sections)
     axis = _axis(input, dim)
     size = input.shape[axis]
-    if isinstance(indices_or_sections, Tensor):
-        indices_or_sections = indices_or_sections.tolist()
     if isinstance(indices_or_sections, int):
         sections = indices_or_sections
         if sections <= 0:
@@ -235,6 +235,22 @@ def tensor_split(
     else:
         bounds = [0] + [min(max(int(i) + (size if int(i) < 0 else 0), 0), size) for i in indices_or_sections] + [size]
     return tuple(slice_axis(input, axis, start, max(start, end)) for start, end in zip(bounds[:-1], bounds[1:]))
+
+
+def _split_points(points: Tensor):
+    """A tensor's sections (0-d) or indices (1-d) as Python ints: PyTorch takes only an int64 tensor
+    (an int32 or float one is refused, not truncated), of at most one dim."""
+    if points.dtype is not dtypes.int64:
+        raise RuntimeError(
+            "tensor_split expected tensor_indices_or_sections to have dtype of long, but got "
+            f"{dtypes.scalar_type_name(points.dtype)}"
+        )
+    if points.dim() > 1:
+        raise RuntimeError(
+            "tensor_split expected tensor_indices_or_sections to be a zero-dimensional or one-dimensional "
+            f"tensor, but got a tensor with {points.dim()} dims"
+        )
+    return points.tolist()
 
 
 def _split_even(input: Tensor, sections, axis: int, name: str) -> tuple:
@@ -394,9 +410,20 @@ def ravel(input: Tensor) -> Tensor:
     return input.reshape(-1)
 
 
+def _check_index_dtype(index, function: str) -> None:
+    """PyTorch's index dtypes and words: index_copy takes int64 only, index_add int32 or int64."""
+    if not isinstance(index, Tensor):
+        raise TypeError(f"{function}(): argument 'index' must be Tensor, not {type(index).__name__}")
+    got = dtypes.scalar_type_name(index.dtype)
+    if function == "index_copy":
+        if index.dtype is not dtypes.int64:
+            raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {got}")
+    elif index.dtype not in (dtypes.int64, dtypes.int32):
+        raise RuntimeError(f"{function}_(): Expected dtype int32/int64 for index but got: {got}")
+
+
 def _index_scatter(input: Tensor, dim: int, index: Tensor, source: Tensor, reduction: str, function: str) -> Tensor:
-    if not isinstance(index, Tensor) or index.dtype.category != 1:
-        raise RuntimeError(f"{function}(): Expected dtype int32/int64 for index")
+    _check_index_dtype(index, function)
     if index.dim() > 1:
         raise IndexError(f"{function}(): Index is supposed to be a vector")
     if source.dtype is not input.dtype:  # PyTorch's words for each

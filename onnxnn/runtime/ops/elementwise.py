@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import warnings
 
 
 from ...ir import dtypes
@@ -612,11 +613,10 @@ def where(condition: Tensor, input=None, other=None):
     """
     if input is None and other is None:
         return nonzero(condition, as_tuple=True)
-    if not isinstance(condition, Tensor) or condition._value.dtype is not dtypes.bool:
-        if isinstance(condition, Tensor):
-            condition = condition.to(dtypes.bool)
-        else:
-            raise TypeError("where(): condition must be a bool tensor")
+    if not isinstance(condition, Tensor):
+        raise TypeError("where(): condition must be a bool tensor")
+    if condition._value.dtype is not dtypes.bool:
+        condition = _bool_condition(condition)
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         input = Tensor._full((), input, dtypes.result_type([], [input, other]), condition.device)
     (a, b), result_dtype = promote_operands([input, other])
@@ -625,6 +625,23 @@ def where(condition: Tensor, input=None, other=None):
             if not isinstance(operand, Tensor):
                 check_number_fits(operand, result_dtype)
     return apply_op("Where", (condition, a, b), None, "WhereBackward0")
+
+
+def _bool_condition(condition: Tensor) -> Tensor:
+    """PyTorch's ``where`` takes a bool condition, and a uint8 one with a deprecation warning (read as
+    ``!= 0``); any other dtype is a RuntimeError, not a truth test."""
+    if condition._value.dtype is not dtypes.uint8:
+        raise RuntimeError(
+            "where expected condition to be a boolean tensor, but got a tensor with dtype "
+            f"{dtypes.scalar_type_name(condition._value.dtype)}"
+        )
+    warnings.warn(
+        "where received a uint8 condition tensor. This behavior is deprecated and will be removed in a future "
+        "version of PyTorch. Use a boolean condition instead.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return condition.to(dtypes.bool)
 
 
 def clone(input: Tensor) -> Tensor:

@@ -21,6 +21,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, normalize_axes, same_shape
+from ..tensor import autocast_arguments
 from .conv_gradients import needs_input_grad
 from .activations import relu, sigmoid, tanh
 from .elementwise import abs, exp, log, where
@@ -195,6 +196,24 @@ def keep_nans(input: Tensor, shrunk: Tensor) -> Tensor:
     return where(input != input, input, shrunk)
 
 
+def _prelu_arguments(input, weight) -> tuple:
+    """``(input, weight)`` as autocast casts them, checked as PyTorch's prelu checks them then: it
+    neither promotes (a float32 input with a float64 weight is refused, before any shape check) nor
+    takes integers or bools."""
+    for name, value in (("input", input), ("weight", weight)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"prelu(): argument '{name}' must be Tensor, not {type(value).__name__}")
+    input, weight = autocast_arguments("PRelu", (input, weight))
+    if input.dtype is not weight.dtype:
+        raise RuntimeError(
+            f"prelu: Type promoting not supported. Got {dtypes.scalar_type_name(input.dtype)} and "
+            f"{dtypes.scalar_type_name(weight.dtype)}"
+        )
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"prelu_cpu\" not implemented for '{dtypes.scalar_type_name(input.dtype)}'")
+    return input, weight
+
+
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """Applies ``max(0, x) + weight * min(0, x)``; ``weight`` has one slope, or one per channel (dim 1).
 
@@ -203,6 +222,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
         >>> F.prelu(onnxnn.tensor([[-2.0, 3.0]]), onnxnn.tensor([0.25]))
         tensor([[-0.5000,  3.0000]])
     """
+    input, weight = _prelu_arguments(input, weight)
     if weight.dim() > 1:
         raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.dim()}")
     count = weight.numel()

@@ -22,6 +22,7 @@ from ._common import (
     broadcast_values,
     check_tensor_operands,
     promote_operands,
+    with_closed_form_gradient,
     with_zero_gradients,
 )
 from . import comparison as _c
@@ -29,6 +30,7 @@ from . import elementwise as _e
 from . import division as _division
 from . import reduce as _r
 from .opmath import float_operands, rounded, widened
+from ..grad_mode import is_grad_enabled
 from .derivative_formulas import derivative_formula, hypot_of, with_derivative_formula, x_log_gradients
 
 __all__ = [
@@ -351,8 +353,29 @@ def signbit(input: Tensor) -> Tensor:
 
 def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """``sum`` treating NaN as zero."""
-    cleaned = _e.where(_c.isnan(input), 0, input) if input.dtype.is_floating_point else input
-    return _r.sum(cleaned, dim, keepdim, dtype=dtype)
+    if not input.dtype.is_floating_point:
+        return _r.sum(input, dim, keepdim, dtype=dtype)
+    value = _r.sum(_e.where(_c.isnan(input), 0, input), dim, keepdim, dtype=dtype)
+    if not (input._requires_grad and is_grad_enabled()):
+        return value
+    return with_closed_form_gradient(value, (input,), (input,), _nansum_gradient(input, dim), "NansumBackward0")
+
+
+def _nansum_gradient(input: Tensor, dim):
+    """PyTorch's gradient of nansum (``nansum_backward``): the output's gradient times ``x is not NaN``,
+    a product where the Where's own rule selects. They differ where x is NaN and the gradient is not
+    finite: nanmean's ``G / 0`` over an all-NaN slice is inf there, and ``inf * 0`` makes the slice's
+    gradient NaN, as PyTorch's (the selection gave 0)."""
+    dims = _r._dims(input, dim)
+    if not dims:  # None or []: every dim, as sum reduces them
+        dims = list(range(input.dim()))
+    kept_shape = tuple(1 if axis in dims else size for axis, size in enumerate(input.shape))
+
+    def gradient(G: Tensor, x: Tensor) -> tuple:
+        present = _c.logical_not(_c.isnan(x)).to(x.dtype)
+        return (G.reshape(kept_shape).to(x.dtype) * present,)
+
+    return gradient
 
 
 def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
