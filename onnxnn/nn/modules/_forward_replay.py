@@ -5,13 +5,17 @@ only right when running it again would record the same nodes and do nothing else
 for a call of a module tree where:
 
 - every module is one of onnxnn's classes (its forward is onnxnn's code: layers, containers, an
-  imported graph), in evaluation mode (training mode updates running statistics and draws
-  dropout masks), without hooks or parametrizations (user code), and holding no tensor outside
+  imported graph), without hooks or parametrizations (user code), and holding no tensor outside
   its parameters and buffers and no function that is not onnxnn's (``activation=`` of a
   transformer layer may be a user's);
-- gradients are not recorded, and nothing watches or changes recording: no trace, observer,
-  profiler, autocast, eager mode, export (``unbounded_depth``) or backward pass; the default
-  dtype is the one of the trace.
+- nothing watches or changes recording: no trace, observer, profiler, autocast, anomaly mode,
+  eager mode, export (``unbounded_depth``) or backward pass; the default dtype is the one of the trace.
+
+Training mode and recorded gradients are part of the structure: ``train()``/``eval()`` sets an
+attribute, which drops the tree's traces, and which tensors require gradients is keyed
+(``forward_replay.call``); a replay recording gradients makes the backward functions the forward
+made. A forward that does more in training mode is never replayed there: a dropout mask is a random
+draw and running statistics are a change of the state, and a trace that did either is not kept.
 
 The facts about a module tree are gathered once and kept until one of its modules changes (an
 attribute set or deleted, a table of parameters, buffers or submodules changed: ``changed``
@@ -84,14 +88,15 @@ def replays() -> bool:
     """Whether a module call now may replay (the modes of the module doc; not the module's own facts)."""
     grad_mode = MODE.grad  # per thread: each of its attributes costs more than a plain one
     return (
-        not grad_mode.enabled
-        and MODE.fast_path
+        MODE.fast_path
         and MODE.trace is None
         and MODE.observer is None
         and MODE.profiler is None
         and MODE.autocast is None
         and not MODE.eager
         and not (grad_mode.recording_only or grad_mode.unbounded_depth or grad_mode.in_backward)
+        # Backward functions made in anomaly mode keep the stack of the forward that made them.
+        and not (grad_mode.enabled and MODE.anomaly)
     )
 
 
@@ -237,10 +242,12 @@ def _same_contents(containers: list) -> bool:
 
 
 def _replayable_module(module, compiled: bool = False) -> bool:
-    if module.training or "parametrizations" in module._modules:
+    if "parametrizations" in module._modules:
         return False
     if compiled:
-        return True  # a compiled call traces anyone's forward, strictly (runtime/fastpath/compiled_calls.py)
+        # A compiled call traces anyone's forward, strictly (runtime/fastpath/compiled_calls.py), for
+        # inference: in evaluation mode only.
+        return not module.training
     if not type(module).__module__.startswith("onnxnn.") or module._compiled_call_impl is not None:
         return False
     registered = module._parameters.keys() | module._buffers.keys()
@@ -290,7 +297,7 @@ def compiled_call(module, args: tuple, kwargs: dict):
     hook registered, the call is traced whole and run as in ``runtime/fastpath/compiled_calls.py``;
     otherwise (training, recording gradients, hooks) it is the module's plain call.
     """
-    if replays() and _hooks.hookless(module):
+    if not MODE.grad.enabled and replays() and _hooks.hookless(module):
         return call(module, args, kwargs, compiled=True)
     return module._call_impl(*args, **kwargs)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable
 
-from ...ir.mode import MODE
 from ...runtime.autograd import RemovableHandle  # noqa: F401  (PyTorch code reaches it through this module)
 from ...runtime.compilation import compile as compile_callable
 from ...runtime.tensor import Tensor
@@ -155,9 +154,8 @@ class Module(TreeWalksMixin, ModuleHooksMixin, StateDictMixin, ConversionMixin):
             and not _global_backward_pre_hooks
             and not _global_backward_hooks
         ):
-            # Inference: a structure seen before records without running forward. Grad mode first,
-            # inline: a training step's module calls pay one attribute read, not a function call.
-            if not MODE.grad.enabled and _replays():
+            # A structure seen before records without running forward (nn/modules/_forward_replay.py).
+            if _replays():
                 return _forward_replay.call(self, args, kwargs)
             return self.forward(*args, **kwargs)
         if self._compiled_call_impl is not None:

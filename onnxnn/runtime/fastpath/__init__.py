@@ -2,8 +2,9 @@
 
 - ``backward_replay``: a backward whose structure was seen before replays generated code that
   records the same nodes, instead of running the gradient rules again.
-- ``forward_replay``: an inference call of onnxnn's own modules whose structure was seen before
-  records the same nodes from generated code, without running the layers' Python.
+- ``forward_replay``: a call of onnxnn's own modules whose structure was seen before records the
+  same nodes from generated code, without running the layers' Python; where gradients are recorded,
+  with the backward functions its forward made (``replayed_functions``).
 - ``known_plans``: a replayed forward's result is realized with the plan learned from its first
   realization, without walking its history again.
 - ``compiled_calls``: a compiled module's inference call (``onnxnn.compile``) is traced whole,

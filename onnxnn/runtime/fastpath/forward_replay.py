@@ -14,6 +14,10 @@ Which state tensors and arguments held one value is part of the structure too: l
 ``copy.deepcopy`` made share their values until an in-place update sets them apart, and a replay
 that finds them apart traces again instead of reading one for the other.
 
+Where gradients are recorded, which argument and state tensors require them is part of the
+structure, and a replay makes the backward functions the traced forward made, so a backward finds
+the graph a plain call leaves (``replayed_functions``).
+
 Nothing is computed early: the replay leaves the same pending graph as recording would, node
 for node (with new values for the tensors the forward makes, as its calls make them anew), so
 plans, sessions and results are the same with and without it (``set_fast_path``).
@@ -33,10 +37,11 @@ import threading
 from typing import Any, Callable
 
 from ...ir.graph import is_negative_zero
-from ...ir.mode import RecordingTrace, traced
+from ...ir.mode import MODE, RecordingTrace, traced
 from ..tensor import Tensor
 from ..views import VIEW_LINKS, is_contiguous, made_again, overlapping_views, view_path, view_root
 from .known_plans import KnownPlan
+from .replayed_functions import backward_lines, backward_steps
 from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
 
 __all__ = [
@@ -89,6 +94,8 @@ def call(owner: ForwardTemplates, forward: Callable, args: tuple, kwargs: dict, 
     if keyed is None:
         return forward(*args, **kwargs)
     key, tensors = keyed
+    if MODE.grad.enabled:  # which tensors require gradients decides which nodes get backward functions
+        key = (key, tuple([tensor._requires_grad for tensor in tensors]), tuple([t._requires_grad for t in state]))
     template = owner.templates.get(key)
     if template is _UNREPLAYABLE:
         return forward(*args, **kwargs)
@@ -241,7 +248,7 @@ def _trace(owner: ForwardTemplates, key: tuple, forward, args, kwargs, tensors: 
         and all(tensor._value is value for tensor, value in zip(tensors, arguments_before))
         and all(tensor._value is value for tensor, value in zip(state, state_before))
     ):
-        template = _Template.build(trace, result, tensors, state, owner.strict)
+        template = _Template.build(trace, result, tensors, state, owner.strict, gradients=MODE.grad.enabled)
     owner.sightings.discard(key)
     templates = owner.templates
     if len(templates) >= TEMPLATE_LIMIT:
@@ -273,18 +280,25 @@ class _Template:
 
     @classmethod
     def build(
-        cls, trace: RecordingTrace, result, tensors: list, state_tensors: list, strict: bool = False
+        cls,
+        trace: RecordingTrace,
+        result,
+        tensors: list,
+        state_tensors: list,
+        strict: bool = False,
+        gradients: bool = False,
     ) -> "_Template | None":
         """The template of a traced forward, or None where a replay could not do what it did.
 
         ``tensors``, ``state_tensors``: its argument and state tensors, unchanged by the forward.
         ``strict``: the only realized values besides static constants that a replay may take as
         they were are those the forward made while traced (``trace.created``).
+        ``gradients``: the forward recorded gradients (its backward functions are made again).
         """
         produced = produced_by(trace.records)
         outputs: list = []
         returned: list = []
-        structure = result_structure(result, outputs, produced, returned)
+        structure = result_structure(result, outputs, produced, returned, gradients)
         if structure is None:
             return None
         links = output_links(returned, tensors, state_tensors)
@@ -312,6 +326,11 @@ class _Template:
         if parts is None:
             return None
         constants, gathers, steps, slots = parts
+        backward = None
+        if gradients:
+            backward = backward_steps(trace.records, produced, slots, returned, tensors, state_tensors)
+            if backward is None:
+                return None
         created = trace.created if trace.created is not None else set()
         if strict and any(value.static is None and value not in created for value in constants[1:]):
             return None
@@ -325,7 +344,8 @@ class _Template:
             for index, value in enumerate(constants)
         ]
         links = links if any(link is not None for link in links) else None
-        return cls((constants, gathers, steps, [slots[value] for value in outputs], structure, links), links)
+        output_slots = [slots[value] for value in outputs]
+        return cls((constants, gathers, steps, output_slots, structure, links, backward), links)
 
     def __init__(self, parts: tuple, links: list | None = None):
         self.parts: tuple | None = parts  # _source's arguments, until the source is written
@@ -339,27 +359,32 @@ class _Template:
         with _WRITING:
             if self.parts is not None:
                 namespace: dict[str, Any] = dict(REPLAY_NAMESPACE, wrap=Tensor._from_value, STALE=_STALE)
-                constants, gathers, steps, output_slots, structure, links = self.parts
-                self.source = _source(constants, gathers, steps, output_slots, structure, links, namespace)
+                constants, gathers, steps, output_slots, structure, links, backward = self.parts
+                self.source = _source(constants, gathers, steps, output_slots, structure, links, backward, namespace)
                 exec(compile(self.source, f"<onnxnn forward replay {next(_replay_numbers)}>", "exec"), namespace)
                 self.replay = namespace["replay"]
                 self.parts = None
         return self.replay(tensors, state)
 
 
-def result_structure(result, outputs: list, produced: dict | None = None, returned: list | None = None):
+def result_structure(
+    result, outputs: list, produced: dict | None = None, returned: list | None = None, gradients: bool = False
+):
     """``result`` with each tensor replaced by its value's position in ``outputs``, or None when
     the result is not made of tensors (tuples, lists, dicts with string keys and None around them).
 
     With ``produced`` (a trace's values, ``produced_by``), each tensor must also be a new one the
-    traced nodes produced, needing no gradient and carrying no attributes: a replay returns new
-    tensors, and would not return the very objects given to it. ``returned``: gets the tensors.
+    traced nodes produced, carrying no attributes and needing no gradient unless ``gradients`` (its
+    backward function is then the traced one's, which ``_backward_steps`` checks): a replay returns
+    new tensors, and would not return the very objects given to it. ``returned``: gets the tensors.
     """
     if result is None:
         return ()
     if type(result) is Tensor:
         value = result._value
-        if produced is not None and (value not in produced or result._requires_grad or result.__dict__):
+        if produced is not None and (
+            value not in produced or (result._requires_grad and not gradients) or result.__dict__
+        ):
             return None
         outputs.append(value)
         if returned is not None:
@@ -368,7 +393,7 @@ def result_structure(result, outputs: list, produced: dict | None = None, return
     if type(result) in (tuple, list):
         parts = []
         for item in result:
-            part = result_structure(item, outputs, produced, returned)
+            part = result_structure(item, outputs, produced, returned, gradients)
             if part is None:
                 return None
             parts.append(part)
@@ -376,7 +401,7 @@ def result_structure(result, outputs: list, produced: dict | None = None, return
     if type(result) is dict and all(type(key) is str for key in result):
         entries = []
         for key, item in result.items():
-            part = result_structure(item, outputs, produced, returned)
+            part = result_structure(item, outputs, produced, returned, gradients)
             if part is None:
                 return None
             entries.append((key, part))
@@ -456,9 +481,18 @@ def _returned(structure, leaf: Callable[[int], str]) -> str:
 
 
 def _source(
-    constants: list, gathers: list, steps: list, output_slots: list, structure, links: list | None, namespace: dict
+    constants: list,
+    gathers: list,
+    steps: list,
+    output_slots: list,
+    structure,
+    links: list | None,
+    backward: tuple | None,
+    namespace: dict,
 ) -> str:
     """The source of ``replay(tensors, state)``, its constants put in ``namespace``.
+
+    ``backward``: what ``replayed_functions.backward_steps`` found, where the forward recorded gradients.
 
     It returns ``STALE``, having recorded nothing, when a state tensor's shape, dtype or device
     is not what was traced (a parameter given other ``.data``), or when positions that held one
@@ -490,7 +524,12 @@ def _source(
             lines.append(f"    if {held}: return STALE")
         slot += 1
     lines += made
-    write_steps(steps, slot, namespace, lines)
+    after_node = None
+    returned_functions = [None] * len(output_slots)
+    if backward is not None:
+        functions, saved, returned_functions = backward
+        after_node = backward_lines(functions, saved, namespace)
+    write_steps(steps, slot, namespace, lines, after_node=after_node)
     if type(structure) is int and links is None:  # one new tensor returned: its plan can be known (known_plans)
         read = [
             f"value_{index}, "
@@ -500,11 +539,18 @@ def _source(
         read += [f"value_{index}, " for index in range(len(constants), len(constants) + len(gathers))]
         namespace["known_plan"] = KnownPlan(len(steps))
         lines.append(f"    value_{output_slots[structure]}.node.known_plan = (known_plan, ({''.join(read)}))")
+
+    def wrapped_at(position: int) -> str:
+        function = returned_functions[position]
+        if function is None:
+            return f"wrap(value_{output_slots[position]})"
+        return f"wrap(value_{output_slots[position]}, function_{function[0]}, {function[1]})"
+
     if links is None:
-        lines.append(f"    return {_returned(structure, lambda position: f'wrap(value_{output_slots[position]})')}")
+        lines.append(f"    return {_returned(structure, wrapped_at)}")
     else:  # returned tensors that alias each other or the inputs: made again as the trace made them
         namespace.update(relinked=relinked, output_links=links)
-        wrapped = "".join(f"wrap(value_{slot}), " for slot in output_slots)
+        wrapped = "".join(f"{wrapped_at(position)}, " for position in range(len(output_slots)))
         lines.append(f"    made = relinked([{wrapped}], output_links, tensors, state)")
         lines.append(f"    return {_returned(structure, lambda position: f'made[{position}]')}")
     return "\n".join(lines) + "\n"

@@ -39,11 +39,13 @@ def recorded_step(node: Node, outputs: tuple, refs: tuple, first_history_slot: i
     )
 
 
-def write_steps(steps: list, slot: int, namespace: dict, lines: list, prefix: str = "") -> int:
+def write_steps(steps: list, slot: int, namespace: dict, lines: list, prefix: str = "", after_node=None) -> int:
     """Appends to ``lines`` the code that records ``steps``, their outputs in slots from ``slot`` on.
 
     Per-step constants go into ``namespace`` (names start with ``prefix``, which keeps two
-    writers' apart in one namespace). Returns the first slot after the outputs.
+    writers' apart in one namespace). ``after_node(step, outputs)``, when given, returns the lines
+    that follow a step's node (``node``) and its outputs (the names ``outputs``), before its history
+    may be realized (what recording does once the node exists). Returns the first slot after the outputs.
     """
     for step, (op_type, domain, attrs, signature, opset, refs, pending_refs, metas, device) in enumerate(steps):
         name = f"{prefix}{step}"
@@ -73,6 +75,8 @@ def write_steps(steps: list, slot: int, namespace: dict, lines: list, prefix: st
             )
             outputs.append(f"value_{slot}")
             slot += 1
+        if after_node is not None:
+            lines.extend(after_node(step, outputs))
         if pending_refs:
             lines.append(f"    if node.depth > MAX_PENDING_DEPTH: bound_depth(node, [{', '.join(outputs)}])")
     return slot
