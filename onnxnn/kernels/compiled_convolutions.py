@@ -122,14 +122,15 @@ def weight_gradient(x: np.ndarray, g: np.ndarray, geometry: WeightGradientGeomet
     """``dW`` of shape ``(M, C / group, *kernel)`` for X ``(N, C, *in)`` and G ``(N, M, *out)`` (``eligible`` ones).
 
     ``geometry`` is the node's, checked against the shapes (``weight_gradient_geometry``). Up to
-    ``threads`` threads share the work (fewer for small layers: a thread is started for at least four
-    million products). One group: each thread sums a range of samples, so the last bits depend on how
-    many ran, as a threaded GEMM's do; depthwise: each takes a range of output channels.
+    ``threads`` threads share the work (fewer for small layers: one for at least four million products;
+    the threads are a pool's, kept between calls: loop_threads.c). One group: the work is cut into a
+    range of samples per thread, each summed on its own, so the last bits depend on how many threads
+    were asked for, as a threaded GEMM's do (not on which thread ran which range); depthwise: into
+    ranges of output channels. Where the system refuses a thread, fewer run, to the same values.
 
     Raises:
         MemoryError: the loop's buffers (copies of a group of samples, or of one channel's planes) could
             not be allocated.
-        RuntimeError: the system refused a thread.
     """
     _LOOP.get()
     depthwise = geometry.group > 1

@@ -10,7 +10,9 @@ channel's planes once from memory and again from the cache (a small ResNet's 16-
 samples at 32x32, one thread: forward 0.80 -> 0.25 ms, ReLU's gradient 0.74 -> 0.27 ms).
 
 onnxnn's CPU sessions run eligible nodes here through their entries in ``ir.registry.compiled_forms``
-(runtime/split_sessions.py), on as many threads as the sessions. A ReLU is folded into the loops on
+(runtime/split_sessions.py), on as many threads as the sessions: the calling one and a pool's, kept
+between calls (loop_threads.c), each taking the next few channels (ranges of elements for ReLU's
+gradient) not yet taken, so the results do not depend on their number. A ReLU is folded into the loops on
 both sides: the forward writes the ReLU's output where a ReLU alone reads the normalization's
 (``ir.registry.compiled_readers``), and the gradient masks the incoming gradient with it. The library is the convolution
 loops' (setup.py); where it is missing, and while ``ENABLED`` is False

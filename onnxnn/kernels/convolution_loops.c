@@ -25,8 +25,6 @@
  * as its registers hold; the first call picks the best build the CPU runs. Up to the caller's number of
  * threads each sum a range of samples into their own sums, added at the end.
  */
-#include <pthread.h>
-
 #include "convolution_loops.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -451,31 +449,6 @@ int chosen_build(void)
 /* The build every loop runs (0-2): the one use_build chose, else the best this CPU runs. */
 EXPORTED int onnxnn_convolution_loops_chosen_build(void) { return chosen_build(); }
 
-int64_t thread_count(int threads, int64_t parts, int64_t products)
-{
-    int64_t count = threads < 1 ? 1 : threads > MOST_THREADS ? MOST_THREADS : threads;
-    if (count > parts) count = parts > 0 ? parts : 1;
-    if (count > products / THREAD_MIN_PRODUCTS) count = products / THREAD_MIN_PRODUCTS > 0 ? products / THREAD_MIN_PRODUCTS : 1;
-    return count;
-}
-
-int run_shares(void *(*run)(void *), void *shares, size_t share_size, int64_t count)
-{
-    pthread_t workers[MOST_THREADS];
-    int64_t started = 0;
-    int failed = 0;
-    for (int64_t t = 1; t < count; t++) {
-        if (pthread_create(&workers[t], NULL, run, (char *)shares + t * share_size) != 0) {
-            failed = 1;
-            break;
-        }
-        started = t;
-    }
-    run(shares);
-    for (int64_t t = 1; t <= started; t++) pthread_join(workers[t], NULL);
-    return failed ? 2 : 0;
-}
-
 /* One thread's share: a range of samples summed into its own buffer. */
 typedef struct {
     weight_gradient_loop loop;
@@ -498,8 +471,8 @@ static void *run_share(void *argument)
 /* dW (M, C, KH, KW) from C-contiguous float32 X (N, C, H, W) and G (N, M, OH, OW), with the geometry's 15
  * integers (convolution_loops.h); the windows must stay within X padded by the begin pads and whatever end
  * pads they need. Up to ``threads`` threads each sum a range of samples, their sums added in thread order
- * at the end (so results depend on the number of threads used, as a threaded GEMM's do). Returns 0, 1 when
- * memory ran out, or 2 when a thread could not start (dW is then unwritten). */
+ * at the end (so results depend on the number of threads used, as a threaded GEMM's do). Returns 0, or 1 when
+ * memory ran out (dW is then unwritten). */
 EXPORTED int onnxnn_conv_weight_gradient_float32(const float *x, const float *g, float *dw, const int64_t *geometry,
                                                  int threads)
 {
@@ -518,7 +491,8 @@ EXPORTED int onnxnn_conv_weight_gradient_float32(const float *x, const float *g,
     for (int64_t t = 0; t < count; t++)
         shares[t] = (Share){build.loop, rows, x, g, sums + t * sums_size, geometry, batch * t / count,
                             batch * (t + 1) / count, 0};
-    int status = run_shares(run_share, shares, sizeof(Share), count);
+    run_shares(run_share, shares, sizeof(Share), count, count);
+    int status = 0;
     for (int64_t t = 0; t < count; t++)
         if (shares[t].status) status = shares[t].status;
     if (!status) {

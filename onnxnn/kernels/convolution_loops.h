@@ -1,7 +1,7 @@
 /* What the layer loops' files share: the geometry's layout, the vector types, the build the CPU runs and
  * the threads. convolution_loops.c holds the ungrouped weight gradient and defines the shared functions;
  * depthwise_loops.c the depthwise one; normalization_loops.c batch normalization's and ReLU's training
- * passes. All three are one library (setup.py). */
+ * passes; loop_threads.c the threads they share. All are one library (setup.py). */
 #ifndef ONNXNN_CONVOLUTION_LOOPS_H
 #define ONNXNN_CONVOLUTION_LOOPS_H
 
@@ -29,7 +29,8 @@ typedef float vector4 __attribute__((vector_size(4 * sizeof(float))));
 /* The builds, best first: 0 AVX-512, 1 AVX2 with FMA, 2 the baseline. */
 #define BUILDS 3
 
-/* The fewest multiply-adds worth a thread of their own (starting one costs tens of microseconds). */
+/* The fewest multiply-adds worth a thread of their own: waking a parked worker (loop_threads.c) and
+ * waiting for its last piece costs some microseconds. */
 #define THREAD_MIN_PRODUCTS (INT64_C(1) << 22)
 #define MOST_THREADS 64
 
@@ -52,9 +53,9 @@ int chosen_build(void);
  * ``threads`` (and MOST_THREADS), one per part at most, and one per THREAD_MIN_PRODUCTS products. */
 int64_t thread_count(int threads, int64_t parts, int64_t products);
 
-/* Runs ``run`` on each of ``count`` shares (``share_size`` bytes apart from ``shares``), the first on this
- * thread, the others on threads of their own; returns 0, or 2 when a thread could not start (the shares
- * that did start have finished). */
-int run_shares(void *(*run)(void *), void *shares, size_t share_size, int64_t count);
+/* Runs ``run`` on each of ``count`` shares (``share_size`` bytes apart from ``shares``) on up to ``threads``
+ * threads: this one and workers of a pool kept between calls (loop_threads.c), each taking the next share
+ * not yet taken. Where no worker can start, or another call has them, this thread runs them all. */
+void run_shares(void *(*run)(void *), void *shares, size_t share_size, int64_t count, int64_t threads);
 
 #endif

@@ -258,7 +258,7 @@ static void *run_share(void *argument)
 /* dW (M, 1, KH, KW) of a depthwise convolution from C-contiguous float32 X (N, C, H, W) and G (N, M, OH, OW),
  * M a multiple of C, with the geometry's 15 integers (convolution_loops.h); the windows must stay within X
  * padded by the begin pads and whatever end pads they need. Up to ``threads`` threads each take a range
- * of output channels. Returns 0, 1 when memory ran out, or 2 when a thread could not start. */
+ * of output channels. Returns 0, or 1 when memory ran out. */
 EXPORTED int onnxnn_depthwise_weight_gradient_float32(const float *x, const float *g, float *dw,
                                                       const int64_t *geometry, int threads)
 {
@@ -270,7 +270,8 @@ EXPORTED int onnxnn_depthwise_weight_gradient_float32(const float *x, const floa
     Share shares[MOST_THREADS];
     for (int64_t t = 0; t < count; t++)
         shares[t] = (Share){loop, x, g, dw, geometry, out_channels * t / count, out_channels * (t + 1) / count, 0};
-    int status = run_shares(run_share, shares, sizeof(Share), count);
+    run_shares(run_share, shares, sizeof(Share), count, count);
+    int status = 0;
     for (int64_t t = 0; t < count; t++)
         if (shares[t].status) status = shares[t].status;
     return status;

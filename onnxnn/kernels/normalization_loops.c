@@ -26,8 +26,8 @@
  * the per-channel coefficients in double. The second pass sums X - m and its squares, which X - m's
  * small mean keeps accurate, and Y reads X - m, exact for X within a factor 2 of m: the float mean's
  * rounding (ulp(mean) / (2 std) in Y: 1e-3 for a mean of 1e4) never enters Y, as in the corrected
- * two-pass algorithm (Chan, Golub and LeVeque, 1983). Threads take whole channels (or, for ReLU's gradient, ranges of
- * elements), so the results do not depend on their number.
+ * two-pass algorithm (Chan, Golub and LeVeque, 1983). Threads take pieces of whole channels (or, for ReLU's gradient,
+ * ranges of elements), so the results do not depend on their number.
  */
 #include "convolution_loops.h"
 
@@ -249,23 +249,34 @@ static void *run_share(void *argument)
     return NULL;
 }
 
-/* Runs ``share``'s loop over [0, parts) split into up to ``threads`` ranges (one thread per 2^18 elements
- * of ``elements``; ranges of ``parts`` rounded to ``granule``); returns 0, or 2 when a thread could not start. */
+/* Pieces per thread a call is cut into, and at most: a thread that starts late, or loses its core for a
+ * while, leaves its pieces to the others (loop_threads.c). */
+#define PIECES_PER_THREAD 8
+#define MOST_PIECES 128
+
+/* Runs ``share``'s loop over [0, parts) on up to ``threads`` threads (one per 2^18 elements of
+ * ``elements``), in pieces of whole multiples of ``granule``: a normalization's channels, a ReLU's ranges
+ * of elements. Each element's arithmetic is the same in any piece, so the results do not depend on the
+ * number of threads. Returns 0. */
 static int run_split(Share share, int threads, int64_t parts, int64_t elements, int64_t granule)
 {
-    Share shares[MOST_THREADS];
+    Share shares[MOST_PIECES];
     const int64_t count = thread_count(threads, parts / granule, elements * 16);
-    for (int64_t t = 0; t < count; t++) {
+    const int64_t granules = parts / granule > 0 ? parts / granule : 1;
+    int64_t pieces = count == 1 ? 1 : count * PIECES_PER_THREAD;
+    pieces = pieces < granules ? pieces : granules;
+    pieces = pieces < MOST_PIECES ? pieces : MOST_PIECES;
+    for (int64_t t = 0; t < pieces; t++) {
         shares[t] = share;
-        shares[t].first = t == 0 ? 0 : parts / granule * t / count * granule;
-        shares[t].end = t == count - 1 ? parts : parts / granule * (t + 1) / count * granule;
+        shares[t].first = t == 0 ? 0 : granules * t / pieces * granule;
+        shares[t].end = t == pieces - 1 ? parts : granules * (t + 1) / pieces * granule;
     }
-    return run_shares(run_share, shares, sizeof(Share), count);
+    run_shares(run_share, shares, sizeof(Share), pieces, count);
+    return 0;
 }
 
 /* Y (N, C, S), mean and variance (C) from C-contiguous float32 X (N, C, S), scale and B (C); with ``residual``
- * (N, C, S; or NULL), Y + residual in place of Y; ``relu``: then its ReLU in place of it. Returns 0, or 2 when a
- * thread could not start (the outputs are then partly written). */
+ * (N, C, S; or NULL), Y + residual in place of Y; ``relu``: then its ReLU in place of it. Returns 0. */
 EXPORTED int onnxnn_batch_norm_training_float32(const float *x, const float *scale, const float *bias,
                                                 const float *residual, float *y, float *mean, float *variance,
                                                 int64_t batch, int64_t channels, int64_t plane, float epsilon,
@@ -281,7 +292,7 @@ EXPORTED int onnxnn_batch_norm_training_float32(const float *x, const float *sca
 
 /* dX (N, C, S), dscale and dB (C) from C-contiguous float32 G and X (N, C, S), scale and the forward's mean and
  * variance (C); with ``relu_output`` (N, C, S; or NULL), 0 where it is at most 0, else G, in place of G (the
- * gradient reaching a ReLU that reads the normalization's output). Returns 0, or 2 when a thread could not start. */
+ * gradient reaching a ReLU that reads the normalization's output). Returns 0. */
 EXPORTED int onnxnn_batch_norm_training_gradient_float32(const float *g, const float *x, const float *scale,
                                                          const float *mean, const float *variance,
                                                          const float *relu_output, float *dx, float *scale_gradient,
@@ -295,7 +306,7 @@ EXPORTED int onnxnn_batch_norm_training_gradient_float32(const float *g, const f
     return run_split(share, threads, channels, (relu_output != NULL ? 3 : 2) * batch * channels * plane, 1);
 }
 
-/* dX = 0 where Y <= 0, else G (NaN passing G), over ``count`` float32 elements. Returns 0, or 2 when a thread could not start. */
+/* dX = 0 where Y <= 0, else G (NaN passing G), over ``count`` float32 elements. Returns 0. */
 EXPORTED int onnxnn_relu_gradient_float32(const float *g, const float *y, float *dx, int64_t count, int threads)
 {
     const Share share = {.loop = relu_gradient_loop(), .x = y, .g = g, .y = dx};
