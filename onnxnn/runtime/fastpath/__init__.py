@@ -17,8 +17,11 @@
 ``set_fast_path(False)`` (or ``ONNXNN_FAST_PATH=0`` in the environment) turns off the generated
 code and identity-keyed reuse, so a user can rule them out when debugging; results are bitwise
 the same either way (the tests check it), only slower. Plan caching and the executor choice
-stay on: they decide what runs, never how a value rounds. ``clear_caches()`` drops every cache
-onnxnn keeps.
+stay on: they decide what runs, and so may change the last bits of a value between runs of one
+structure: under ``"auto"`` a structure's first run is on onnxnn's kernels and later ones on
+onnxruntime (``plan_cache.FIRST_RUNS_ON_KERNELS``), which round differently. A pinned executor
+(``set_executor("onnxruntime")``) gives the same bits at every run. ``clear_caches()`` drops every
+cache onnxnn keeps.
 """
 
 from __future__ import annotations
