@@ -80,7 +80,9 @@ class ForwardTemplates:
         self.sightings: set = set()  # keys called once, not traced yet
 
 
-def call(owner: ForwardTemplates, forward: Callable, args: tuple, kwargs: dict, state: list) -> Any:
+def call(
+    owner: ForwardTemplates, forward: Callable, args: tuple, kwargs: dict, state: list, seen_before: bool = False
+) -> Any:
     """Returns ``forward(*args, **kwargs)``, replayed when this structure was traced before.
 
     Args:
@@ -89,6 +91,8 @@ def call(owner: ForwardTemplates, forward: Callable, args: tuple, kwargs: dict, 
         args, kwargs: its arguments.
         state: every tensor the forward may read besides its arguments (parameters and buffers),
             in an order that is the same at every call.
+        seen_before: the forward was called before, unkeyed (a module's first call): a structure
+            new to ``owner`` is traced now, as at its second call.
     """
     keyed = arguments_key(args, kwargs, owner.strict)  # anyone's forward (strict) may branch on more
     if keyed is None:
@@ -104,7 +108,7 @@ def call(owner: ForwardTemplates, forward: Callable, args: tuple, kwargs: dict, 
         if result is not _STALE:
             _counts["replayed"] += 1
             return result
-    elif key not in owner.sightings:
+    elif key not in owner.sightings and not seen_before:
         # Tracing a structure costs about three plain forwards: one that never comes back (a
         # new length each call) is not worth it, so a structure is traced at its second call.
         if len(owner.sightings) >= TEMPLATE_LIMIT:
