@@ -134,6 +134,23 @@ ERROR_CASES = [
             ("uint8_indices", lambda: T([2], dtype=onnxnn.uint8), "Byte"),
         ]
     ],
+    # tensor_split: an int of sections or ints of indices (PyTorch's overloads refuse floats and bools)
+    *[
+        (
+            f"tensor_split_python_{name}",
+            lambda points=points: onnxnn.tensor_split(onnxnn.arange(10.0), points),
+            TypeError,
+            "tensor_split(): argument 'indices_or_sections' must be an int, a tuple of ints or a Tensor",
+        )
+        for name, points in [
+            ("float_sections", 2.0),
+            ("bool_sections", True),
+            ("float_index", [2.0]),
+            ("float_among_ints", (1, 2.5)),
+            ("bool_index", [True]),
+            ("string", "a"),
+        ]
+    ],
     (
         "tensor_split_method_int32",
         lambda: onnxnn.arange(10.0).tensor_split(T([2], dtype=onnxnn.int32)),
@@ -340,12 +357,17 @@ TENSOR_SPLIT_POINTS = [
     ("indices_1d", T([2, 5]), [2, 3, 5]),
     ("one_index_1d", T([3]), [3, 7]),
     ("no_indices", T([], dtype=onnxnn.int64), [10]),
+    # Python and numpy integers, as PyTorch's int and int-list overloads take them
+    ("python_sections", 3, [4, 3, 3]),
+    ("numpy_sections", np.int32(3), [4, 3, 3]),
+    ("numpy_indices", [np.int64(2), 5], [2, 3, 5]),
+    ("negative_index", (-3,), [7, 3]),
 ]
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("case_id, points, lengths", TENSOR_SPLIT_POINTS, ids=[c[0] for c in TENSOR_SPLIT_POINTS])
-def test_tensor_split_takes_an_int64_tensor(case_id, points, lengths, executor):
+def test_tensor_split_takes_int64_tensors_and_integers(case_id, points, lengths, executor):
     with onnxnn.set_executor(executor):
         parts = onnxnn.tensor_split(onnxnn.arange(10.0), points)
         assert [part.numel() for part in parts] == lengths

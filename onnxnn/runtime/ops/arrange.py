@@ -222,6 +222,8 @@ def tensor_split(
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     if isinstance(indices_or_sections, Tensor):  # checked before dim, as PyTorch's
         indices_or_sections = _split_points(indices_or_sections)
+    else:
+        indices_or_sections = _checked_split_points(indices_or_sections)
     axis = _axis(input, dim)
     size = input.shape[axis]
     if isinstance(indices_or_sections, int):
@@ -235,6 +237,25 @@ def tensor_split(
     else:
         bounds = [0] + [min(max(int(i) + (size if int(i) < 0 else 0), 0), size) for i in indices_or_sections] + [size]
     return tuple(slice_axis(input, axis, start, max(start, end)) for start, end in zip(bounds[:-1], bounds[1:]))
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _checked_split_points(points):
+    """An int of sections or a list of int indices, as PyTorch's overloads take them (numpy integers
+    too): a float, a bool or a sequence holding one is a TypeError (``(1, 2.5)`` split at 2 before)."""
+    if _is_integer(points):
+        return int(points)
+    if isinstance(points, (list, tuple)) and all(_is_integer(point) for point in points):
+        return [int(point) for point in points]
+    got = type(points).__name__
+    if isinstance(points, (list, tuple)):
+        got += " of [" + ", ".join(sorted({type(point).__name__ for point in points})) + "]"
+    raise TypeError(
+        f"tensor_split(): argument 'indices_or_sections' must be an int, a tuple of ints or a Tensor, not {got}"
+    )
 
 
 def _split_points(points: Tensor):
