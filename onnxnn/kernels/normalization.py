@@ -116,17 +116,17 @@ def batch_normalization_training_gradient(xp, inputs, attrs):
     return [dx, (sum_gc * inverse_std).reshape(-1), sum_g.reshape(-1)]
 
 
-# On more than one intra-op thread, a normalization runs as its loop only where it also takes a
-# ReLU's pass (its forward absorbing a ReLU, its gradient folding one in). Alone, it saves what the
-# cut's extra sessions cost there: their pools do not spin (runtime/sessions.py), and each op's
-# wake-up adds up. Two threads, MobileNetV2's training step (ReLU6, so no ReLU to take) took 1.12x
-# as long with its 52 normalizations as loops; one thread, 1.01x. A small ResNet's (all BatchNorm-
-# ReLU) 0.71x on two threads, 0.75x with only those taking a ReLU; 0.81x and 0.88x on one.
+# A normalization runs as its loop on any number of intra-op threads, a ReLU to take or not. With a
+# thread started per call, two threads lost where there was no ReLU to take (MobileNetV2's training
+# step, ReLU6: 1.12x as long with its 52 normalizations as loops), so only those taking one ran so;
+# since the loops' threads are a pool whose workers take a call's pieces as they come free
+# (loop_threads.c), MobileNetV2's step at batch 8, 64x64, two threads, takes 76-78 ms with every
+# normalization a loop against 99 ms with those alone on onnxruntime, and a small ResNet's 15.1-16.0
+# against 15.5-16.3 ms.
 @compiled_forms.register("BatchNormalizationTraining", domain=ONNXNN_DOMAIN)
 def _compiled_batch_normalization_training(node, threads: int):
-    """onnxnn's sessions run a float32 training batch normalization over planes as the compiled loop, on
-    one intra-op thread (see above)."""
-    return _forward_loop(node, relu=False) if threads == 1 else None
+    """onnxnn's sessions run a float32 training batch normalization over planes as the compiled loop."""
+    return _forward_loop(node, relu=False)
 
 
 @compiled_readers.register("BatchNormalizationTraining", domain=ONNXNN_DOMAIN)
@@ -170,9 +170,9 @@ def _forward_loop(node, relu: bool, residual: bool = False):
 
 @compiled_forms.register("BatchNormalizationTrainingGradient", domain=ONNXNN_DOMAIN)
 def _compiled_batch_normalization_training_gradient(node, threads: int):
-    """As the forward: its gradient as the compiled loop (on more threads, only with a ReLU folded in)."""
+    """As the forward: its gradient as the compiled loop."""
     x = node.inputs[1]
-    if (len(node.inputs) != 6 and threads != 1) or not compiled_normalization.eligible(x.shape, x.dtype.numpy_dtype):
+    if not compiled_normalization.eligible(x.shape, x.dtype.numpy_dtype):
         return None
     epsilon = _epsilon(node.attrs)
 
