@@ -45,6 +45,26 @@ def _precision_to_scale_tril(P: Tensor) -> Tensor:
     return solve_triangular(L_inv, identity, upper=False)
 
 
+# ``L`` from each matrix a distribution may be given (``CholeskyFactorMatrices._factor_given``).
+_SCALE_TRIL_OF = {
+    "scale_tril": lambda matrix: matrix,
+    "covariance_matrix": linalg_cholesky,
+    "precision_matrix": _precision_to_scale_tril,
+}
+
+
+def given_matrix(
+    covariance_matrix: Tensor | None, precision_matrix: Tensor | None, scale_tril: Tensor | None
+) -> tuple[str, Tensor]:
+    """The name and value of the one matrix given (the caller checks that exactly one is)."""
+    if scale_tril is not None:
+        return "scale_tril", scale_tril
+    if covariance_matrix is not None:
+        return "covariance_matrix", covariance_matrix
+    assert precision_matrix is not None
+    return "precision_matrix", precision_matrix
+
+
 class CholeskyFactorMatrices:
     """``scale_tril``, ``covariance_matrix`` and ``precision_matrix`` of a distribution parametrized by a
     lower Cholesky factor ``L`` (``_unbroadcasted_scale_tril``), expanded to its ``_matrix_shape()``:
@@ -54,6 +74,15 @@ class CholeskyFactorMatrices:
 
     def _matrix_shape(self) -> tuple:
         raise NotImplementedError
+
+    def _keep_given(self, name: str, matrix: Tensor, batch_shape: tuple) -> None:
+        """Keeps the matrix the distribution was given (``name``: one of the three), expanded to
+        ``batch_shape``: the others are derived from ``L`` when read."""
+        setattr(self, name, matrix.expand(tuple(batch_shape) + (-1, -1)))
+
+    def _factor_given(self, name: str, matrix: Tensor) -> None:
+        """Sets ``L`` from the matrix given (unexpanded), once the arguments are validated."""
+        self._unbroadcasted_scale_tril = _SCALE_TRIL_OF[name](matrix)
 
     @lazy_property
     def scale_tril(self) -> Tensor:
@@ -120,31 +149,15 @@ class MultivariateNormal(CholeskyFactorMatrices, Distribution):
         given = (covariance_matrix is not None) + (scale_tril is not None) + (precision_matrix is not None)
         if given != 1:
             raise ValueError("Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified.")
-        if scale_tril is not None:
-            matrix, name = scale_tril, "scale_tril matrix"
-        elif covariance_matrix is not None:
-            matrix, name = covariance_matrix, "covariance_matrix"
-        else:
-            assert precision_matrix is not None
-            matrix, name = precision_matrix, "precision_matrix"
+        name, matrix = given_matrix(covariance_matrix, precision_matrix, scale_tril)
         if matrix.dim() < 2:
-            raise ValueError(f"{name} must be at least two-dimensional, with optional leading batch dimensions")
+            words = "scale_tril matrix" if name == "scale_tril" else name
+            raise ValueError(f"{words} must be at least two-dimensional, with optional leading batch dimensions")
         batch_shape = tuple(_ops.broadcast_shapes(tuple(matrix.shape[:-2]), tuple(loc.shape[:-1])))
-        expanded = matrix.expand(batch_shape + (-1, -1))
-        if scale_tril is not None:
-            self.scale_tril = expanded
-        elif covariance_matrix is not None:
-            self.covariance_matrix = expanded
-        else:
-            self.precision_matrix = expanded
+        self._keep_given(name, matrix, batch_shape)
         self.loc = loc.expand(batch_shape + (-1,))
         super().__init__(batch_shape, self.loc.shape[-1:], validate_args=validate_args)
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = linalg_cholesky(covariance_matrix)
-        else:
-            self._unbroadcasted_scale_tril = _precision_to_scale_tril(matrix)
+        self._factor_given(name, matrix)
 
     def expand(self, batch_shape, _instance=None) -> MultivariateNormal:
         new = self._get_checked_instance(MultivariateNormal, _instance)

@@ -14,14 +14,14 @@ import warnings
 
 from ..runtime import ops as _ops
 from ..runtime.creation import arange, tensor
-from ..runtime.ops.linalg_cholesky import cholesky_solve, linalg_cholesky
+from ..runtime.ops.linalg_cholesky import cholesky_solve
 from ..runtime.ops.linalg_lu import slogdet
 from ..runtime.random_creation import randn
 from ..runtime.tensor import Size, Tensor
 from . import constraints
 from .chi2 import Chi2
 from .exp_family import ExponentialFamily
-from .multivariate_normal import CholeskyFactorMatrices, _precision_to_scale_tril
+from .multivariate_normal import CholeskyFactorMatrices, given_matrix
 from .utils import _finfo
 
 __all__ = ["Wishart"]
@@ -92,7 +92,7 @@ class Wishart(CholeskyFactorMatrices, ExponentialFamily):
         given = (covariance_matrix is not None) + (scale_tril is not None) + (precision_matrix is not None)
         if given != 1:
             raise AssertionError("Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified.")
-        param = next(p for p in (covariance_matrix, precision_matrix, scale_tril) if p is not None)
+        name, param = given_matrix(covariance_matrix, precision_matrix, scale_tril)
         if param.dim() < 2:
             raise ValueError("scale_tril must be at least two-dimensional, with optional leading batch dimensions")
         if isinstance(df, Tensor):
@@ -109,13 +109,7 @@ class Wishart(CholeskyFactorMatrices, ExponentialFamily):
         if bool(self.df.le(p - 1).any()):
             raise ValueError(f"Value of df={df} expected to be greater than ndim - 1 = {p - 1}.")
 
-        expanded = param.expand(batch_shape + (-1, -1))
-        if scale_tril is not None:
-            self.scale_tril = expanded
-        elif covariance_matrix is not None:
-            self.covariance_matrix = expanded
-        else:
-            self.precision_matrix = expanded
+        self._keep_given(name, param, batch_shape)
 
         if bool(self.df.lt(p).any()):
             warnings.warn(
@@ -124,12 +118,7 @@ class Wishart(CholeskyFactorMatrices, ExponentialFamily):
             )
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
 
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = linalg_cholesky(covariance_matrix)
-        else:
-            self._unbroadcasted_scale_tril = _precision_to_scale_tril(param)
+        self._factor_given(name, param)
         self._dist_chi2 = self._bartlett_chi2(batch_shape)
 
     def _bartlett_chi2(self, batch_shape: tuple) -> Chi2:
