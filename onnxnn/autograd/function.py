@@ -20,8 +20,9 @@ from typing import Any, Callable
 from ..ir.mode import MODE
 from ..runtime.autograd import (
     FREED_MESSAGE,
-    VersionCounter,
     fit_gradients,
+    gradient_edge,
+    saved_version,
     modified_in_place_error,
     released_values,
 )
@@ -220,12 +221,7 @@ class BackwardCFunction(FunctionCtx, _Node):
                 continue
             positions.append(position)
             values.append(arg._value)
-            if not arg._requires_grad:
-                edges.append(None)
-            elif arg._grad_fn is not None:
-                edges.append((arg._grad_fn, arg._output_nr))
-            else:
-                edges.append((arg._grad_accumulator(), 0))
+            edges.append(gradient_edge(arg) if arg._requires_grad else None)
         self._tensor_positions = tuple(positions)
         self._input_values = tuple(values)
         self._edges = tuple(edges)
@@ -287,10 +283,7 @@ class BackwardCFunction(FunctionCtx, _Node):
                 _keep_for_backward(tensor._value, self)
             else:
                 kind, item, holder = _SAVED_OTHER, tensor, tensor
-            counter = holder._version_counter
-            if counter is None:
-                counter = holder._version_counter = VersionCounter()
-            saved.append((kind, item, tensor._value, (counter, counter.value)))
+            saved.append((kind, item, tensor._value, saved_version(holder)))
         self._saved = tuple(saved)
         self._to_save = ()
 

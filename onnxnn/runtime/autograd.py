@@ -26,6 +26,8 @@ __all__ = [
     "ClosureFunction",
     "GradContext",
     "VersionCounter",
+    "gradient_edge",
+    "saved_version",
     "RemovableHandle",
     "add_hook",
     "fit_gradients",
@@ -45,6 +47,25 @@ class VersionCounter:
 
     def __init__(self):
         self.value = 0
+
+
+def saved_version(tensor) -> tuple:
+    """``(counter, version)`` of ``tensor`` as a backward function saves it, its counter made on first
+    use (``tensor.apply_op`` inlines it: it runs for every op)."""
+    counter = tensor._version_counter
+    if counter is None:
+        counter = tensor._version_counter = VersionCounter()
+    return counter, counter.value
+
+
+def gradient_edge(tensor) -> tuple | None:
+    """The ``(function, output_nr)`` edge that gradients for ``tensor`` flow into: its ``grad_fn``'s, its
+    accumulator's where it is a leaf that requires grad, else None (``tensor.apply_op`` inlines it)."""
+    if tensor._grad_fn is not None:
+        return tensor._grad_fn, tensor._output_nr
+    if tensor._requires_grad:
+        return tensor._grad_accumulator(), 0
+    return None
 
 
 class RemovableHandle:
@@ -326,14 +347,7 @@ class ClosureFunction(Function):
     records_op = False
 
     def __init__(self, output, inputs: tuple, gradients, name: str):
-        edges = tuple(
-            None
-            if not tensor._requires_grad
-            else (tensor._grad_fn, tensor._output_nr)
-            if tensor._grad_fn is not None
-            else (tensor._grad_accumulator(), 0)
-            for tensor in inputs
-        )
+        edges = tuple(gradient_edge(tensor) if tensor._requires_grad else None for tensor in inputs)
         super().__init__(None, (output,), edges, (), name)
         self._gradients = gradients
         self._input_values = tuple(tensor._value for tensor in inputs)

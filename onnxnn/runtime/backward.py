@@ -23,21 +23,12 @@ from ..ir.plan import realize_together, together_with
 from ..ir.registry import unmaterialized_gradients
 from . import tensor as _tensor  # circular (tensor imports backward): attributes are read at call time
 from .anomaly import run_checked
-from .autograd import FREED_MESSAGE, AccumulateGrad, Function, ReleasedNode
+from .autograd import FREED_MESSAGE, AccumulateGrad, Function, ReleasedNode, gradient_edge
 from .backward_ends import accumulate, apply_hooks, node_hook_result, output_gradient_hooks
 from .fastpath import backward_replay
 from .grad_mode import set_grad_enabled
 
 __all__ = ["run_backward", "grad", "ENGINE"]
-
-
-def _edge_of(tensor):
-    """The (function, output_nr) edge that gradients for ``tensor`` flow into."""
-    if tensor._grad_fn is not None:
-        return tensor._grad_fn, tensor._output_nr
-    if tensor._requires_grad:
-        return tensor._grad_accumulator(), 0
-    return None
 
 
 def _collect(roots: list) -> tuple[dict, list]:
@@ -357,7 +348,7 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bo
     if retain_graph is None:
         retain_graph = create_graph
     root_grads = _root_gradients(tensors, list(grad_tensors))
-    roots = [_edge_of(t) for t in tensors]
+    roots: list = [gradient_edge(t) for t in tensors]  # none is None: _root_gradients refused those
     accumulate_only: set | None = None  # the nodes that keep what reaches them: accumulators, inputs' grad_fn
     if inputs is not None:
         inputs = [inputs] if isinstance(inputs, _tensor.Tensor) else list(inputs)
@@ -454,8 +445,8 @@ def grad(
         if not tensor.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     root_grads = _root_gradients(outputs, list(grad_outputs))
-    roots = [_edge_of(t) for t in outputs]
-    capture = [_edge_of(t) for t in inputs]
+    roots = [gradient_edge(t) for t in outputs]
+    capture = [gradient_edge(t) for t in inputs]
     results = _execute(roots, root_grads, retain_graph=retain_graph, create_graph=create_graph, capture=capture)
     for index, gradient in enumerate(results):
         if gradient is None and not (allow_unused or materialize_grads):

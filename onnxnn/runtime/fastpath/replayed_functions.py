@@ -14,7 +14,7 @@ intermediate in place after an op saved it is not replayed (a plain call's backw
 
 from __future__ import annotations
 
-from ..autograd import AccumulateGrad, Function, VersionCounter
+from ..autograd import AccumulateGrad, Function, gradient_edge, saved_version
 from ..tensor import Tensor
 
 __all__ = ["backward_steps", "backward_lines"]
@@ -94,7 +94,7 @@ def _tensor_read(edge: tuple, value, tensors: list, state: list) -> tuple | None
     """``(kind, index)`` of the argument or state tensor holding ``value`` whose edge is ``edge``."""
     for kind, candidates in (("tensors", tensors), ("state", state)):
         for index, tensor in enumerate(candidates):
-            if tensor._value is value and tensor._requires_grad and _edge_of(tensor) == edge:
+            if tensor._value is value and gradient_edge(tensor) == edge:
                 return kind, index
     return None
 
@@ -104,24 +104,9 @@ def _tensor_at(position: tuple, tensors: list, state: list) -> Tensor:
     return (tensors if kind == "tensors" else state)[index]
 
 
-def _edge_of(tensor) -> tuple:
-    """The edge a recorded op's backward function has to ``tensor`` (as ``tensor.apply_op`` makes it)."""
-    if tensor._grad_fn is not None:
-        return tensor._grad_fn, tensor._output_nr
-    return tensor._grad_accumulator(), 0
-
-
-def _version_of(tensor) -> tuple:
-    """``(counter, version)`` of ``tensor`` as a backward function saves it (``tensor.apply_op``)."""
-    counter = tensor._version_counter
-    if counter is None:
-        counter = tensor._version_counter = VersionCounter()
-    return counter, counter.value
-
-
 def backward_lines(functions: dict, saved: set, namespace: dict):
     """``write_steps``' ``after_node`` for a replay recording gradients (``backward_steps``)."""
-    namespace.update(Function=Function, edge_of=_edge_of, version_of=_version_of)
+    namespace.update(Function=Function, edge_of=gradient_edge, version_of=saved_version)
 
     def read(position) -> str:
         kind, index = position
