@@ -16,6 +16,7 @@ from ..ir import dtypes
 from ..ir.device import CPU, as_device, default_device, require_usable
 from ..ir.graph import constant
 from ..ir.evenly_spaced import fused_multiply_add, linspace_edges
+from .view_positions import is_integer_scalar
 from . import tensor as _tensor  # circular (Tensor methods build tensors here): read at call time
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def _shape(size) -> tuple:
 def _size_entry(entry) -> int:
     """One entry of a size, as PyTorch takes it: an int (numpy's, or a one-element integer tensor's),
     never a float or a bool (``zeros(2.0)`` raises rather than truncating)."""
-    if isinstance(entry, (int, np.integer)) and not isinstance(entry, (bool, np.bool_)):
+    if is_integer_scalar(entry):
         return int(entry)
     if isinstance(entry, _tensor.Tensor) and entry.numel() == 1 and entry.dtype.category == 1:
         return int(entry.item())

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..ir import dtypes
 
-__all__ = ["VIEW_OPS", "is_integer_scalar_tensor"]
+__all__ = ["VIEW_OPS", "is_integer_scalar", "is_integer_scalar_tensor"]
 
 
 def _reshaped(indices, shape, *args, **kwargs):
@@ -88,7 +88,7 @@ def _basic_key(key) -> bool:
         kind = type(item)
         if kind is int or kind is slice and _int_bounds(item) or item is None or item is Ellipsis:
             continue
-        if not (kind is not slice and (_is_int(item) or is_integer_scalar_tensor(item))):
+        if not (kind is not slice and (is_integer_scalar(item) or is_integer_scalar_tensor(item))):
             return False
     return True
 
@@ -108,10 +108,11 @@ def is_integer_scalar_tensor(item) -> bool:
 
 
 def _int_bounds(item: slice) -> bool:
-    return all(part is None or _is_int(part) for part in (item.start, item.stop, item.step))
+    return all(part is None or is_integer_scalar(part) for part in (item.start, item.stop, item.step))
 
 
-def _is_int(item) -> bool:
+def is_integer_scalar(item) -> bool:
+    """A Python or numpy integer, never a bool (PyTorch's int arguments refuse floats and bools)."""
     return isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))
 
 

@@ -20,6 +20,7 @@ from ..realization import host_data
 from ..creation import check_number_fits
 from .elementwise import where
 from ..tensor import outside_autocast
+from ..view_positions import is_integer_scalar
 from .indexing import check_bounds
 from .shape import cat, flip, slice_axis
 
@@ -239,16 +240,12 @@ def tensor_split(
     return tuple(slice_axis(input, axis, start, max(start, end)) for start, end in zip(bounds[:-1], bounds[1:]))
 
 
-def _is_integer(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
 def _checked_split_points(points):
     """An int of sections or a list of int indices, as PyTorch's overloads take them (numpy integers
     too): a float, a bool or a sequence holding one is a TypeError (``(1, 2.5)`` split at 2 before)."""
-    if _is_integer(points):
+    if is_integer_scalar(points):
         return int(points)
-    if isinstance(points, (list, tuple)) and all(_is_integer(point) for point in points):
+    if isinstance(points, (list, tuple)) and all(is_integer_scalar(point) for point in points):
         return [int(point) for point in points]
     got = type(points).__name__
     if isinstance(points, (list, tuple)):
