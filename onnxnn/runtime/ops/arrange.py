@@ -428,16 +428,22 @@ def ravel(input: Tensor) -> Tensor:
     return input.reshape(-1)
 
 
+# Per function of ``_index_scatter``, the index dtypes PyTorch takes and its words for another
+# (index_fill refuses all but int64 before it gets here, with an IndexError of its own).
+_INDEX_DTYPES = {
+    "index_copy": ((dtypes.int64,), "index_copy_(): Expected a long tensor for index, but got {}"),
+    "index_add": ((dtypes.int64, dtypes.int32), "index_add_(): Expected dtype int32/int64 for index but got: {}"),
+    "index_fill": ((dtypes.int64, dtypes.int32), "index_fill_(): Expected dtype int32/int64 for index but got: {}"),
+}
+
+
 def _check_index_dtype(index, function: str) -> None:
-    """PyTorch's index dtypes and words: index_copy takes int64 only, index_add int32 or int64."""
+    """PyTorch's index dtypes and words for ``function`` (``_INDEX_DTYPES``)."""
     if not isinstance(index, Tensor):
         raise TypeError(f"{function}(): argument 'index' must be Tensor, not {type(index).__name__}")
-    got = dtypes.scalar_type_name(index.dtype)
-    if function == "index_copy":
-        if index.dtype is not dtypes.int64:
-            raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {got}")
-    elif index.dtype not in (dtypes.int64, dtypes.int32):
-        raise RuntimeError(f"{function}_(): Expected dtype int32/int64 for index but got: {got}")
+    taken, message = _INDEX_DTYPES[function]
+    if index.dtype not in taken:
+        raise RuntimeError(message.format(dtypes.scalar_type_name(index.dtype)))
 
 
 def _index_scatter(input: Tensor, dim: int, index: Tensor, source: Tensor, reduction: str, function: str) -> Tensor:
