@@ -177,7 +177,8 @@ class _Tree(WatchedTree):
 
 _trees: dict = {}  # id(module) -> _Tree
 _compiled_trees: dict = {}  # id(module) -> _Tree of its compiled calls (``CompiledCall``)
-_called_once: set = set()  # id(module) of modules called once: their tree is built at their second call
+# id(module) -> ``forward_replay.first_call`` of modules called once: their tree is built at their second.
+_called_once: dict = {}
 _MOST_CALLED_ONCE = 4096
 
 
@@ -271,19 +272,21 @@ def call(module, args: tuple, kwargs: dict, compiled: bool = False):
     # A tree is forgotten when its module is collected (``_forget``), before its id can be reused.
     trees = _compiled_trees if compiled else _trees
     tree = trees.get(id(module))
-    seen_before = False
     if tree is None:
         if not compiled and id(module) not in _called_once:
-            # Its first call only notes it: a tree costs more than a plain call of a small module (an
-            # MLP's six: 0.17 ms of its first forward's 1.3 in a fresh process), and a structure is
-            # traced at its second call anyway. (A collected module's id that comes back costs a trace.)
+            # Its first call only notes its structure: a tree costs more than a plain call of a small
+            # module (an MLP's six: 0.17 ms of its first forward's 1.3 in a fresh process), and a
+            # structure is traced at its second call anyway. (A collected module's id that comes back
+            # counts as a sighting: it costs at most one trace.)
             if len(_called_once) >= _MOST_CALLED_ONCE:
                 _called_once.clear()
-            _called_once.add(id(module))
+            _called_once[id(module)] = forward_replay.first_call(args, kwargs)
             return module.forward(*args, **kwargs)
-        _called_once.discard(id(module))
         tree = trees[id(module)] = _Tree(module, False, compiled)
-        seen_before = not compiled
+        if not compiled:
+            first = _called_once.pop(id(module), None)  # another thread's second call may have taken it
+            if tree.replayable:
+                forward_replay.note_first_call(tree.templates, first, tree.state)
     elif tree.epoch != _epoch[0] and not tree.unchanged():  # the epoch inline: most calls stop there
         tree = trees[id(module)] = _Tree(module, tree.changes_itself, compiled)
     elif tree.containers and not _same_contents(tree.containers):
@@ -296,7 +299,7 @@ def call(module, args: tuple, kwargs: dict, compiled: bool = False):
         assert isinstance(templates, compiled_calls.CompiledTemplates)  # a compiled tree's (``_Tree``)
         result = compiled_calls.call(templates, module.forward, args, kwargs, tree.state)
     else:
-        result = forward_replay.call(tree.templates, module.forward, args, kwargs, tree.state, seen_before)
+        result = forward_replay.call(tree.templates, module.forward, args, kwargs, tree.state)
     if _epoch[0] != epoch and not tree.unchanged():
         # Its forward changed a module of the tree: every call would trace it again.
         tree.changes_itself = True

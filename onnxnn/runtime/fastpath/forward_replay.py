@@ -48,6 +48,8 @@ __all__ = [
     "ForwardTemplates",
     "arguments_key",
     "call",
+    "first_call",
+    "note_first_call",
     "has_template",
     "output_links",
     "relinked",
@@ -80,9 +82,7 @@ class ForwardTemplates:
         self.sightings: set = set()  # keys called once, not traced yet
 
 
-def call(
-    owner: ForwardTemplates, forward: Callable, args: tuple, kwargs: dict, state: list, seen_before: bool = False
-) -> Any:
+def call(owner: ForwardTemplates, forward: Callable, args: tuple, kwargs: dict, state: list) -> Any:
     """Returns ``forward(*args, **kwargs)``, replayed when this structure was traced before.
 
     Args:
@@ -91,15 +91,13 @@ def call(
         args, kwargs: its arguments.
         state: every tensor the forward may read besides its arguments (parameters and buffers),
             in an order that is the same at every call.
-        seen_before: the forward was called before, unkeyed (a module's first call): a structure
-            new to ``owner`` is traced now, as at its second call.
     """
     keyed = arguments_key(args, kwargs, owner.strict)  # anyone's forward (strict) may branch on more
     if keyed is None:
         return forward(*args, **kwargs)
     key, tensors = keyed
-    if MODE.grad.enabled:  # which tensors require gradients decides which nodes get backward functions
-        key = (key, tuple([tensor._requires_grad for tensor in tensors]), tuple([t._requires_grad for t in state]))
+    if MODE.grad.enabled:
+        key = _with_gradients(key, _requiring(tensors), state)
     template = owner.templates.get(key)
     if template is _UNREPLAYABLE:
         return forward(*args, **kwargs)
@@ -108,14 +106,45 @@ def call(
         if result is not _STALE:
             _counts["replayed"] += 1
             return result
-    elif key not in owner.sightings and not seen_before:
+    elif key not in owner.sightings:
         # Tracing a structure costs about three plain forwards: one that never comes back (a
         # new length each call) is not worth it, so a structure is traced at its second call.
-        if len(owner.sightings) >= TEMPLATE_LIMIT:
-            owner.sightings.clear()
-        owner.sightings.add(key)
+        _sighted(owner, key)
         return forward(*args, **kwargs)
     return _trace(owner, key, forward, args, kwargs, tensors, state)
+
+
+def _requiring(tensors: list) -> tuple:
+    return tuple([tensor._requires_grad for tensor in tensors])
+
+
+def _with_gradients(key: tuple, arguments_requiring: tuple, state: list) -> tuple:
+    """A structure key where gradients are recorded: which argument and state tensors require them
+    decides which nodes get backward functions."""
+    return (key, arguments_requiring, _requiring(state))
+
+
+def _sighted(owner: ForwardTemplates, key: tuple) -> None:
+    if len(owner.sightings) >= TEMPLATE_LIMIT:
+        owner.sightings.clear()
+    owner.sightings.add(key)
+
+
+def first_call(args: tuple, kwargs: dict) -> tuple | None:
+    """What a call's structure key holds before its owner's state is known (``note_first_call``), or
+    None where the call is never replayed. It holds no tensor."""
+    keyed = arguments_key(args, kwargs)
+    if keyed is None:
+        return None
+    return keyed[0], _requiring(keyed[1]) if MODE.grad.enabled else None
+
+
+def note_first_call(owner: ForwardTemplates, first: tuple | None, state: list) -> None:
+    """Notes a call made before ``owner`` existed (``first_call``) as a sighting of its structure, so
+    that its next call traces it, as a second call does."""
+    if first is not None:
+        key, arguments_requiring = first
+        _sighted(owner, key if arguments_requiring is None else _with_gradients(key, arguments_requiring, state))
 
 
 def has_template(owner: ForwardTemplates, key: tuple) -> bool:
