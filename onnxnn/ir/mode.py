@@ -389,10 +389,13 @@ class RecordingTrace:
     be computed together (``ir.plan.realize_together``), in order; ``read_data`` whether anything
     read or computed data (a random draw too), after which what was recorded may depend on that
     data; ``created``, when the tracer asks for it, the realized values made while tracing
-    (``ir.graph.constant``), which a replay may take as they were.
+    (``ir.graph.constant``), which a replay may take as they were; ``effects`` what else the
+    recording did, in order: ``("write", tensor, value, plain)`` for each tensor rebound in place
+    (``plain``: nothing but the rebinding, no history moved onto the tensor) and ``("alongside",
+    value)`` for each value asked to join a later realization (``ir.plan.realize_alongside``).
     """
 
-    __slots__ = ("records", "saved_reads", "together", "read_data", "created")
+    __slots__ = ("records", "saved_reads", "together", "read_data", "created", "effects")
 
     def __init__(self, keep_created: bool = False):
         self.records: list = []
@@ -400,6 +403,7 @@ class RecordingTrace:
         self.together: list = []
         self.read_data = False
         self.created: set | None = set() if keep_created else None
+        self.effects: list = []
 
 
 def trace_data_read() -> None:

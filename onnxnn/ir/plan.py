@@ -104,6 +104,9 @@ def realize_alongside(value) -> None:
     realization comes is computed. (A backward's loss joins its gradients' group instead,
     ``together_with``: the step computes the loss with them, and a loss read first computes them.)
     """
+    trace = MODE.trace
+    if trace is not None:  # a forward replay asks the same, in the same order
+        trace.effects.append(("alongside", value))
     if value.data is not None:
         return
     with _WALKING:  # a walk takes companions out (``_companions_joining``)

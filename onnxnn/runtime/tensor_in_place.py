@@ -84,6 +84,9 @@ class TensorInPlace:
                 result = _tensor.apply_op("Where", (kept, result, self), None, "FillBackward0")
         self._value = result._value
         hold(self._value, self)
+        trace = MODE.trace
+        if trace is not None:  # a forward replay makes the same write (``fastpath.forward_replay``)
+            trace.effects.append(("write", self, self._value, result._grad_fn is None))
         if result._grad_fn is not None:
             # PyTorch's retained gradient is the written value's: the retention moves to it.
             old, retained = self._grad_fn, self.retains_grad
@@ -136,6 +139,9 @@ class TensorInPlace:
         """Replaces the value without autograd checks (gradient accumulation, optimizer updates)."""
         self._value = value
         hold(value, self)
+        trace = MODE.trace
+        if trace is not None:
+            trace.effects.append(("write", self, value, True))
         self._bump_version()
         self._written()
 

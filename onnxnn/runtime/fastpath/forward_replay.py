@@ -21,8 +21,11 @@ the graph a plain call leaves (``replayed_functions``).
 Nothing is computed early: the replay leaves the same pending graph as recording would, node
 for node (with new values for the tensors the forward makes, as its calls make them anew), so
 plans, sessions and results are the same with and without it (``set_fast_path``).
-A trace is not kept when its forward read data (its nodes may depend on it), changed an argument
-or the state in place, returned something other than new tensors (nested in tuples, lists and
+A forward that rebinds its own state in place (a BatchNorm's running statistics in training) is
+replayed with the same writes after its nodes (``state_writes``: the rebinding, version and views
+of ``_assign``, and the ``realize_alongside`` requests). A trace is not kept when its forward read
+data (its nodes may depend on it), changed an argument, wrote anything but its state or through
+a view, returned something other than new tensors (nested in tuples, lists and
 dicts with string keys, with None), or read a pending value from outside its arguments and state.
 Returned tensors that are one tensor twice or views of each other, of an argument or of the state
 (``nn.Unflatten``'s of its argument) are returned so again: the tensor itself, or a view made
@@ -42,6 +45,7 @@ from ..tensor import Tensor
 from ..views import VIEW_LINKS, is_contiguous, made_again, overlapping_views, view_path, view_root
 from .known_plans import KnownPlan
 from .replayed_functions import backward_lines, backward_steps
+from .state_writes import reads_written_state, state_effects, write_lines
 from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
 
 __all__ = [
@@ -276,12 +280,10 @@ def _trace(owner: ForwardTemplates, key: tuple, forward, args, kwargs, tensors: 
     with traced(RecordingTrace(keep_created=True)) as trace:  # this thread's recording only
         result = forward(*args, **kwargs)
     template = None
-    if (
-        not trace.read_data
-        and all(tensor._value is value for tensor, value in zip(tensors, arguments_before))
-        and all(tensor._value is value for tensor, value in zip(state, state_before))
-    ):
-        template = _Template.build(trace, result, tensors, state, owner.strict, gradients=MODE.grad.enabled)
+    if not trace.read_data and all(tensor._value is value for tensor, value in zip(tensors, arguments_before)):
+        template = _Template.build(
+            trace, result, tensors, state, owner.strict, gradients=MODE.grad.enabled, state_before=state_before
+        )
     owner.sightings.discard(key)
     templates = owner.templates
     if len(templates) >= TEMPLATE_LIMIT:
@@ -320,15 +322,22 @@ class _Template:
         state_tensors: list,
         strict: bool = False,
         gradients: bool = False,
+        state_before: list | None = None,
     ) -> "_Template | None":
         """The template of a traced forward, or None where a replay could not do what it did.
 
-        ``tensors``, ``state_tensors``: its argument and state tensors, unchanged by the forward.
+        ``tensors``, ``state_tensors``: its argument and state tensors; the arguments unchanged by
+        the forward. ``state_before``: the state's values before it (None: unchanged too); a state
+        tensor it rebound in place (a BatchNorm's running statistics) is rebound so by a replay.
         ``strict``: the only realized values besides static constants that a replay may take as
         they were are those the forward made while traced (``trace.created``).
         ``gradients``: the forward recorded gradients (its backward functions are made again).
         """
         produced = produced_by(trace.records)
+        state = [tensor._value for tensor in state_tensors] if state_before is None else state_before
+        effects = state_effects(trace.effects, produced, state_tensors, state, strict)
+        if effects is None:
+            return None
         outputs: list = []
         returned: list = []
         structure = result_structure(result, outputs, produced, returned, gradients)
@@ -338,7 +347,6 @@ class _Template:
         if links is None:
             return None
         arguments = [tensor._value for tensor in tensors]
-        state = [tensor._value for tensor in state_tensors]
         # Where a replay finds each value read: an argument as given (which arguments held one value
         # is keyed: ``_aliasing``), else the state. Positions that held one value when traced (layers
         # ``copy.deepcopy`` made, ``load_state_dict`` from a sibling, the weight passed as an argument)
@@ -355,14 +363,16 @@ class _Template:
             else:
                 found[3].append(index)
 
-        parts = slot_values(trace.records, produced, outputs, where)
+        affected = [effect[-1] for effect in effects]
+        parts = slot_values(trace.records, produced, outputs + affected, where)
         if parts is None:
             return None
         constants, gathers, steps, slots = parts
+        effects = [(*effect[:-1], slots[effect[-1]]) for effect in effects]
         backward = None
         if gradients:
             backward = backward_steps(trace.records, produced, slots, returned, tensors, state_tensors)
-            if backward is None:
+            if backward is None or reads_written_state(backward[0], effects):
                 return None
         created = trace.created if trace.created is not None else set()
         if strict and any(value.static is None and value not in created for value in constants[1:]):
@@ -378,7 +388,7 @@ class _Template:
         ]
         links = links if any(link is not None for link in links) else None
         output_slots = [slots[value] for value in outputs]
-        return cls((constants, gathers, steps, output_slots, structure, links, backward), links)
+        return cls((constants, gathers, steps, output_slots, structure, links, backward, effects), links)
 
     def __init__(self, parts: tuple, links: list | None = None):
         self.parts: tuple | None = parts  # _source's arguments, until the source is written
@@ -392,8 +402,10 @@ class _Template:
         with _WRITING:
             if self.parts is not None:
                 namespace: dict[str, Any] = dict(REPLAY_NAMESPACE, wrap=Tensor._from_value, STALE=_STALE)
-                constants, gathers, steps, output_slots, structure, links, backward = self.parts
-                self.source = _source(constants, gathers, steps, output_slots, structure, links, backward, namespace)
+                constants, gathers, steps, output_slots, structure, links, backward, effects = self.parts
+                self.source = _source(
+                    constants, gathers, steps, output_slots, structure, links, backward, effects, namespace
+                )
                 exec(compile(self.source, f"<onnxnn forward replay {next(_replay_numbers)}>", "exec"), namespace)
                 self.replay = namespace["replay"]
                 self.parts = None
@@ -521,11 +533,13 @@ def _source(
     structure,
     links: list | None,
     backward: tuple | None,
+    effects: list,
     namespace: dict,
 ) -> str:
     """The source of ``replay(tensors, state)``, its constants put in ``namespace``.
 
     ``backward``: what ``replayed_functions.backward_steps`` found, where the forward recorded gradients.
+    ``effects``: the state writes and ``realize_alongside`` requests after the nodes (``state_writes``).
 
     It returns ``STALE``, having recorded nothing, when a state tensor's shape, dtype or device
     is not what was traced (a parameter given other ``.data``), or when positions that held one
@@ -563,6 +577,7 @@ def _source(
         functions, saved, returned_functions = backward
         after_node = backward_lines(functions, saved, namespace)
     write_steps(steps, slot, namespace, lines, after_node=after_node)
+    lines += write_lines(effects, namespace)
     if type(structure) is int and links is None:  # one new tensor returned: its plan can be known (known_plans)
         read = [
             f"value_{index}, "
