@@ -152,6 +152,33 @@ def test_bernoulli_fill_repeats_with_a_generator():
     np.testing.assert_array_equal(first, second)
 
 
+# A number p: each draw is True where numpy's float32 uniform (the top 24 bits of a 32-bit draw, times
+# 2**-24) from the same seed is below p, though the draws are compared as integers.
+NUMBER_PROBABILITIES = [0.1, 0.5, 0.9, 1 / 3, 1e-7, 1 - 2**-25, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("p", NUMBER_PROBABILITIES)
+@pytest.mark.parametrize("shape", [(4097,), (3, 5, 7), (0, 4)])
+def test_bernoulli_with_a_number_is_the_float32_uniform_below_it(p, shape):
+    from onnxnn.ir import random as generator_module
+
+    drawn = generator_module.bernoulli(shape, p, onnxnn.Generator().manual_seed(11))
+    expected = np.random.Generator(np.random.PCG64(11)).random(shape, dtype=np.float32) < p
+    assert drawn.dtype == np.bool_ and drawn.shape == shape
+    np.testing.assert_array_equal(drawn, expected)
+
+
+@pytest.mark.parametrize("dtype", [onnxnn.float32, onnxnn.float64, onnxnn.float16, onnxnn.bfloat16])
+@pytest.mark.parametrize("p", [0.1, 1 / 3, 0.77])
+def test_dropout_scales_kept_elements_by_the_rounded_inverse_keep_rate(dtype, p):
+    x = onnxnn.ones(64, 64, dtype=dtype)
+    onnxnn.manual_seed(5)
+    output = onnxnn.nn.functional.dropout(x, p).float().numpy()
+    kept = np.random.Generator(np.random.PCG64(5)).random((64, 64), dtype=np.float32) < np.float32(1 - p)
+    scale = np.asarray(1 / (1 - p), dtype=dtype.numpy_dtype).astype(np.float32)  # rounded once to the dtype
+    np.testing.assert_array_equal(output, np.where(kept, scale, np.float32(0)))
+
+
 # ---------------------------------------------------------------- keyword and generator forms
 
 
