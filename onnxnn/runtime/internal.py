@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir.device import CPU
 from ..ir.graph import Value, hold
-from ..ir.mode import trace_data_read
+from ..ir.mode import MODE, trace_data_read
 from .aliases import ALIAS_GROUPS
 from .views import VIEW_LINKS
 from .autograd import Function, VersionCounter
@@ -37,6 +37,7 @@ __all__ = [
     "value_of",
     "tensor_of",
     "constant_tensor",
+    "drawn_constant_tensor",
     "full_tensor",
     "rebind",
     "record_op",
@@ -108,6 +109,25 @@ def constant_tensor(array: np.ndarray, dtype=None, device=CPU, requires_grad: bo
     if dtype is not None and array.dtype != dtype.numpy_dtype:
         array = np.asarray(array, dtype.numpy_dtype)
     return Tensor._from_array(array, dtype, device, requires_grad)
+
+
+def drawn_constant_tensor(draw: Callable[[], np.ndarray], dtype, device=CPU) -> Tensor:
+    """A leaf tensor holding ``draw()``, an array of ``dtype`` made from random draws alone (a dropout mask).
+
+    ``draw`` reads no tensor's data and draws from onnxnn's generators only, so that a forward
+    replay may call it again for new draws at the same point of the generator's stream: a forward
+    traced while it draws is replayed with ``draw`` called anew (``fastpath/forward_replay.py``)
+    rather than never, as after other draws (which may have depended on data).
+    """
+    trace = MODE.trace
+    if trace is None:
+        return constant_tensor(draw(), dtype, device)
+    read_data = trace.read_data
+    array = draw()
+    trace.read_data = read_data  # the draws, and nothing else, set it
+    tensor = constant_tensor(array, dtype, device)
+    trace.effects.append(("draw", tensor._value, draw))
+    return tensor
 
 
 def full_tensor(shape: tuple, fill, dtype, device=CPU) -> Tensor:

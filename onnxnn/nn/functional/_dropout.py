@@ -21,7 +21,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir import random as _random
-from ...runtime.internal import apply_in_place, constant_tensor, exporting
+from ...runtime.internal import apply_in_place, constant_tensor, drawn_constant_tensor, exporting
 from ...runtime.tensor import Tensor, apply_op
 
 __all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]
@@ -89,15 +89,21 @@ def _masked(input: Tensor, p: float, training: bool, inplace: bool, feature: boo
     if exporting():
         return _apply(input, inplace, lambda x: _exported(x, p, feature, alpha))
     noise_shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature else tuple(input.shape)
-    kept = _random.bernoulli(noise_shape, 1.0 - p)
     if not alpha:
-        # The kept elements' scale rounded once to the input's dtype, as the float64 mask ``kept / (1 - p)``
-        # rounds; made in that dtype, two passes over the mask instead of four.
         numpy_dtype = input.dtype.numpy_dtype
-        mask = kept.astype(numpy_dtype)
-        mask *= numpy_dtype.type(1.0 / (1.0 - p))
-        return _apply(input, inplace, lambda x: _ops.mul(x, _data(input, mask)))
-    keep = kept.astype(np.float64)
+
+        def draw_mask() -> np.ndarray:
+            # The kept elements' scale rounded once to the input's dtype, as the float64 mask
+            # ``kept / (1 - p)`` rounds; made in that dtype, two passes over the mask instead of four.
+            mask = _random.bernoulli(noise_shape, 1.0 - p).astype(numpy_dtype)
+            mask *= numpy_dtype.type(1.0 / (1.0 - p))
+            return mask
+
+        # Drawn so that a forward replay draws it anew (a layer with dropout replays in training).
+        mask = drawn_constant_tensor(draw_mask, input.dtype, input.device)
+        return _apply(input, inplace, lambda x: _ops.mul(x, mask))
+    # Alpha dropout's draw is a plain one: a forward drawing it is never replayed.
+    keep = _random.bernoulli(noise_shape, 1.0 - p).astype(np.float64)
     a = 1.0 / math.sqrt((_SELU_NEGATIVE_SATURATION**2 * p + 1) * (1 - p))
     shift = (keep - 1.0) * (_SELU_NEGATIVE_SATURATION * a) + _SELU_NEGATIVE_SATURATION * a * p
     return _apply(input, inplace, lambda x: _ops.mul(x, _data(input, keep * a)) + _data(input, shift))

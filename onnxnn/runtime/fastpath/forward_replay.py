@@ -23,10 +23,12 @@ for node (with new values for the tensors the forward makes, as its calls make t
 plans, sessions and results are the same with and without it (``set_fast_path``).
 A forward that rebinds its own state in place (a BatchNorm's running statistics in training) is
 replayed with the same writes after its nodes (``state_writes``: the rebinding, version and views
-of ``_assign``, and the ``realize_alongside`` requests). A trace is not kept when its forward read
-data (its nodes may depend on it), changed an argument, wrote anything but its state or through
-a view, returned something other than new tensors (nested in tuples, lists and
-dicts with string keys, with None), or read a pending value from outside its arguments and state.
+of ``_assign``, and the ``realize_alongside`` requests); one that draws its constants through
+``internal.drawn_constant_tensor`` (dropout's masks) draws them anew, in its order, each replay
+(``replay_source``). A trace is not kept when its forward read data or drew otherwise (its nodes
+may depend on it), changed an argument, wrote anything but its state or through a view, returned
+something other than new tensors (nested in tuples, lists and dicts with string keys, with None),
+or read a pending value from outside its arguments and state.
 Returned tensors that are one tensor twice or views of each other, of an argument or of the state
 (``nn.Unflatten``'s of its argument) are returned so again: the tensor itself, or a view made
 again with the ops that made it (``output_links``); a trace whose returned tensors share storage
@@ -43,10 +45,13 @@ from ...ir.graph import is_negative_zero
 from ...ir.mode import MODE, RecordingTrace, traced
 from ..tensor import Tensor
 from ..views import VIEW_LINKS, is_contiguous, made_again, overlapping_views, view_path, view_root
-from .known_plans import KnownPlan
-from .replayed_functions import backward_lines, backward_steps
-from .state_writes import reads_written_state, state_effects, write_lines
-from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values, write_steps
+from .replay_source import ARGUMENT as _ARGUMENT
+from .replay_source import OUTPUT as _OUTPUT
+from .replay_source import STALE, Drawn, Fresh, replay_source
+from .replay_source import STATE as _STATE
+from .replayed_functions import backward_steps
+from .state_writes import reads_written_state, state_effects
+from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values
 
 __all__ = [
     "ForwardTemplates",
@@ -65,7 +70,6 @@ __all__ = [
 TEMPLATE_LIMIT = 64  # structures kept per forward: a server sees a few batch shapes
 _UNREPLAYABLE = object()
 _SCALARS = (bool, int, float, str, type(None))
-_ARGUMENT, _STATE, _OUTPUT = range(3)
 _NEGATIVE_ZERO = (float, "-0.0")  # a scalar argument's key
 
 
@@ -107,7 +111,7 @@ def call(owner: ForwardTemplates, forward: Callable, args: tuple, kwargs: dict, 
         return forward(*args, **kwargs)
     if template is not None:
         result = template.replay(tensors, state)
-        if result is not _STALE:
+        if result is not STALE:
             _counts["replayed"] += 1
             return result
     elif key not in owner.sightings:
@@ -292,22 +296,10 @@ def _trace(owner: ForwardTemplates, key: tuple, forward, args, kwargs, tensors: 
     return result
 
 
-_STALE = object()  # what a replay returns when the state's shapes or sharing changed since the trace
-
-
-class _Fresh:
-    """A template's constant that the forward made: each replay makes a new value of its data."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value
-
-
 class _Template:
     """A traced forward: the values to gather, the nodes to record, the structure to return.
 
-    ``replay(tensors, state)`` is written out as straight-line Python (``source``) at its first
+    ``replay(tensors, state)`` is written out as straight-line Python (``source``, ``replay_source``) at its first
     call: a structure traced but never called again pays for the trace only.
     """
 
@@ -382,16 +374,23 @@ class _Template:
         # or its specialization would embed them and round otherwise (principle 9: bitwise the same
         # with the fast path off). Scalars stay shared: equal ones may be one value on a device in
         # plain calls too (ops/_common.scalar_constant), and no specialization embeds a scalar.
+        # Every draw is made again, read or not, so that the generator's stream moves as the forward's.
+        draws = [(effect[1], effect[2]) for effect in trace.effects if effect[0] == "draw"]
+        drawn = {value for value, _ in draws}
         constants = [
-            _Fresh(value) if index and value.static is None and value.shape and value in created else value
+            Drawn(value)
+            if index and value in drawn
+            else Fresh(value)
+            if index and value.static is None and value.shape and value in created
+            else value
             for index, value in enumerate(constants)
         ]
         links = links if any(link is not None for link in links) else None
         output_slots = [slots[value] for value in outputs]
-        return cls((constants, gathers, steps, output_slots, structure, links, backward, effects), links)
+        return cls((constants, gathers, steps, output_slots, structure, links, backward, effects, draws), links)
 
     def __init__(self, parts: tuple, links: list | None = None):
-        self.parts: tuple | None = parts  # _source's arguments, until the source is written
+        self.parts: tuple | None = parts  # replay_source's arguments, until the source is written
         self.source = ""
         self.replay: Callable = self._compile_then_replay
         self.links = links  # how the returned tensors alias each other and the inputs (``output_links``)
@@ -401,10 +400,12 @@ class _Template:
         # Threads calling one model may all come here at once: one writes it, the others find it written.
         with _WRITING:
             if self.parts is not None:
-                namespace: dict[str, Any] = dict(REPLAY_NAMESPACE, wrap=Tensor._from_value, STALE=_STALE)
-                constants, gathers, steps, output_slots, structure, links, backward, effects = self.parts
-                self.source = _source(
-                    constants, gathers, steps, output_slots, structure, links, backward, effects, namespace
+                namespace: dict[str, Any] = dict(
+                    REPLAY_NAMESPACE, wrap=Tensor._from_value, STALE=STALE, relinked=relinked
+                )
+                constants, gathers, steps, output_slots, structure, links, backward, effects, draws = self.parts
+                self.source = replay_source(
+                    constants, gathers, steps, output_slots, structure, links, backward, effects, draws, namespace
                 )
                 exec(compile(self.source, f"<onnxnn forward replay {next(_replay_numbers)}>", "exec"), namespace)
                 self.replay = namespace["replay"]
@@ -510,98 +511,6 @@ def relinked(made: list, links: list, tensors: list, state: list) -> list:
     for position in range(len(links)):
         made_at(position)
     return made
-
-
-def _returned(structure, leaf: Callable[[int], str]) -> str:
-    """The expression that builds the result from its tensors (``leaf`` of each position)."""
-    if structure == ():
-        return "None"
-    if type(structure) is int:
-        return leaf(structure)
-    kind, parts = structure
-    if kind is dict:  # string keys, written as their literals
-        return "{" + "".join(f"{key!r}: {_returned(part, leaf)}, " for key, part in parts) + "}"
-    items = "".join(f"{_returned(part, leaf)}, " for part in parts)
-    return f"({items})" if kind is tuple else f"[{items}]"
-
-
-def _source(
-    constants: list,
-    gathers: list,
-    steps: list,
-    output_slots: list,
-    structure,
-    links: list | None,
-    backward: tuple | None,
-    effects: list,
-    namespace: dict,
-) -> str:
-    """The source of ``replay(tensors, state)``, its constants put in ``namespace``.
-
-    ``backward``: what ``replayed_functions.backward_steps`` found, where the forward recorded gradients.
-    ``effects``: the state writes and ``realize_alongside`` requests after the nodes (``state_writes``).
-
-    It returns ``STALE``, having recorded nothing, when a state tensor's shape, dtype or device
-    is not what was traced (a parameter given other ``.data``), or when positions that held one
-    value when traced hold different ones now: the caller traces again.
-    """
-    lines = ["def replay(tensors, state):"]
-    made = []
-    for slot, value in enumerate(constants):
-        if type(value) is _Fresh:  # a value the forward makes: a new one at every call
-            value = value.value
-            names = [f"made_{slot}_{part}" for part in ("shape", "dtype", "device", "data")]
-            namespace.update(zip(names, (value.shape, value.dtype, value.device, value.data)))
-            made.append(f"    value_{slot} = Value(None, 0, {', '.join(names)})")
-        else:
-            namespace[f"value_{slot}"] = value
-    slot = len(constants)
-    for kind, index, meta, shared in gathers:
-        if kind == _ARGUMENT:
-            lines.append(f"    value_{slot} = tensors[{index}]._value")
-        else:
-            namespace.update(zip((f"state_shape_{slot}", f"state_dtype_{slot}", f"state_device_{slot}"), meta))
-            lines.append(f"    value_{slot} = state[{index}]._value")
-            lines.append(
-                f"    if value_{slot}.shape != state_shape_{slot} or value_{slot}.dtype is not state_dtype_{slot} "
-                f"or value_{slot}.device is not state_device_{slot}: return STALE"
-            )
-        if shared:  # positions of the state that held this value when traced (``_Template.build``)
-            held = " or ".join(f"state[{other}]._value is not value_{slot}" for other in shared)
-            lines.append(f"    if {held}: return STALE")
-        slot += 1
-    lines += made
-    after_node = None
-    returned_functions = [None] * len(output_slots)
-    if backward is not None:
-        functions, saved, returned_functions = backward
-        after_node = backward_lines(functions, saved, namespace)
-    write_steps(steps, slot, namespace, lines, after_node=after_node)
-    lines += write_lines(effects, namespace)
-    if type(structure) is int and links is None:  # one new tensor returned: its plan can be known (known_plans)
-        read = [
-            f"value_{index}, "
-            for index, value in enumerate(constants)
-            if index and (type(value) is _Fresh or value.static is None)
-        ]
-        read += [f"value_{index}, " for index in range(len(constants), len(constants) + len(gathers))]
-        namespace["known_plan"] = KnownPlan(len(steps))
-        lines.append(f"    value_{output_slots[structure]}.node.known_plan = (known_plan, ({''.join(read)}))")
-
-    def wrapped_at(position: int) -> str:
-        function = returned_functions[position]
-        if function is None:
-            return f"wrap(value_{output_slots[position]})"
-        return f"wrap(value_{output_slots[position]}, function_{function[0]}, {function[1]})"
-
-    if links is None:
-        lines.append(f"    return {_returned(structure, wrapped_at)}")
-    else:  # returned tensors that alias each other or the inputs: made again as the trace made them
-        namespace.update(relinked=relinked, output_links=links)
-        wrapped = "".join(f"{wrapped_at(position)}, " for position in range(len(output_slots)))
-        lines.append(f"    made = relinked([{wrapped}], output_links, tensors, state)")
-        lines.append(f"    return {_returned(structure, lambda position: f'made[{position}]')}")
-    return "\n".join(lines) + "\n"
 
 
 _replay_numbers = itertools.count()

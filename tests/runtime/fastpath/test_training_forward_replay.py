@@ -4,9 +4,9 @@ backward functions its forward made, so training loops skip the layers' Python a
 A replay must leave the graph a plain call leaves: the same nodes (bitwise the same steps with the
 fast path off), the same backward graph (names, edges to the leaves' accumulators, saved versions
 that refuse a weight changed in place), and must never stand in for a forward that would record
-otherwise: which tensors require gradients is part of the structure, and a training-mode forward
-that draws a dropout mask is never replayed (one that updates running statistics replays its
-writes: test_state_write_replay.py).
+otherwise: which tensors require gradients is part of the structure. A training-mode forward that
+updates running statistics replays its writes (test_state_write_replay.py), one that draws dropout
+masks draws them anew (test_drawing_replay.py).
 """
 
 from __future__ import annotations
@@ -152,14 +152,6 @@ def test_which_tensors_need_gradients_is_part_of_the_structure():
     assert model[0].weight.grad is None and model[0].bias.grad is not None
     with onnxnn.no_grad():
         assert not model(x).requires_grad
-
-
-def test_a_training_forward_that_draws_a_dropout_mask_is_never_replayed():
-    model = nn.Sequential(nn.Dropout(0.5))
-    x = onnxnn.randn(16, 8, requires_grad=True)
-    outputs = [model(x).detach().numpy() for _ in range(4)]
-    assert not np.array_equal(outputs[2], outputs[3])  # a new mask at every call
-    assert forward_replay.replay_info()["replayed"] == 0
 
 
 def test_anomaly_mode_runs_the_forward():

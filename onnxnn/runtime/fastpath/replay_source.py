@@ -1,0 +1,148 @@
+"""A traced forward written out as straight-line Python: the ``replay(tensors, state)`` of a template.
+
+``forward_replay`` traces a forward and keeps what its replay needs (the constants, where to
+gather each value read, the recorded steps, the structure to return, the backward functions, the
+state writes and the draws); ``replay_source`` writes that down as one function, compiled once per
+template at its first replay. Interpreting the same tables at each call costs about twice as much.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ...ir.graph import constant
+from .known_plans import KnownPlan
+from .recorded_steps import write_steps
+from .replayed_functions import backward_lines
+from .state_writes import write_lines
+
+__all__ = ["STALE", "ARGUMENT", "STATE", "OUTPUT", "Fresh", "Drawn", "replay_source"]
+
+STALE = object()  # what a replay returns when the state's shapes or sharing changed since the trace
+# Where a replay finds a value it reads, or a returned tensor's anchor (``forward_replay.output_links``):
+# an argument, a state tensor, or another returned tensor.
+ARGUMENT, STATE, OUTPUT = range(3)
+
+
+class Fresh:
+    """A template's constant that the forward made: each replay makes a new value of its data."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+class Drawn:
+    """A template's constant that the forward drew (``internal.drawn_constant_tensor``: a dropout mask):
+    each replay draws it anew (``replay_source``'s ``draws``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _returned(structure, leaf: Callable[[int], str]) -> str:
+    """The expression that builds the result from its tensors (``leaf`` of each position)."""
+    if structure == ():
+        return "None"
+    if type(structure) is int:
+        return leaf(structure)
+    kind, parts = structure
+    if kind is dict:  # string keys, written as their literals
+        return "{" + "".join(f"{key!r}: {_returned(part, leaf)}, " for key, part in parts) + "}"
+    items = "".join(f"{_returned(part, leaf)}, " for part in parts)
+    return f"({items})" if kind is tuple else f"[{items}]"
+
+
+def replay_source(
+    constants: list,
+    gathers: list,
+    steps: list,
+    output_slots: list,
+    structure,
+    links: list | None,
+    backward: tuple | None,
+    effects: list,
+    draws: list,
+    namespace: dict,
+) -> str:
+    """The source of ``replay(tensors, state)``, its constants put in ``namespace``.
+
+    ``backward``: what ``replayed_functions.backward_steps`` found, where the forward recorded gradients.
+    ``effects``: the state writes and ``realize_alongside`` requests after the nodes (``state_writes``).
+    ``draws``: ``(value, draw)`` for every constant the forward drew, in the order it drew them.
+
+    It returns ``STALE``, having recorded nothing, when a state tensor's shape, dtype or device
+    is not what was traced (a parameter given other ``.data``), or when positions that held one
+    value when traced hold different ones now: the caller traces again.
+    """
+    lines = ["def replay(tensors, state):"]
+    made = []
+    slot_of_drawn = {id(value.value): slot for slot, value in enumerate(constants) if type(value) is Drawn}
+    if draws:
+        namespace["constant"] = constant
+    for index, (value, draw) in enumerate(draws):
+        names = [f"draw_{index}", f"drawn_dtype_{index}", f"drawn_device_{index}"]
+        namespace.update(zip(names, (draw, value.dtype, value.device)))
+        slot = slot_of_drawn.get(id(value))
+        target = "" if slot is None else f"value_{slot} = "
+        made.append(f"    {target}constant({names[0]}(), {names[1]}, {names[2]})")
+    for slot, value in enumerate(constants):
+        if type(value) is Drawn:
+            continue
+        if type(value) is Fresh:  # a value the forward makes: a new one at every call
+            value = value.value
+            names = [f"made_{slot}_{part}" for part in ("shape", "dtype", "device", "data")]
+            namespace.update(zip(names, (value.shape, value.dtype, value.device, value.data)))
+            made.append(f"    value_{slot} = Value(None, 0, {', '.join(names)})")
+        else:
+            namespace[f"value_{slot}"] = value
+    slot = len(constants)
+    for kind, index, meta, shared in gathers:
+        if kind == ARGUMENT:
+            lines.append(f"    value_{slot} = tensors[{index}]._value")
+        else:
+            namespace.update(zip((f"state_shape_{slot}", f"state_dtype_{slot}", f"state_device_{slot}"), meta))
+            lines.append(f"    value_{slot} = state[{index}]._value")
+            lines.append(
+                f"    if value_{slot}.shape != state_shape_{slot} or value_{slot}.dtype is not state_dtype_{slot} "
+                f"or value_{slot}.device is not state_device_{slot}: return STALE"
+            )
+        if shared:  # positions of the state that held this value when traced (``forward_replay._Template.build``)
+            held = " or ".join(f"state[{other}]._value is not value_{slot}" for other in shared)
+            lines.append(f"    if {held}: return STALE")
+        slot += 1
+    lines += made
+    after_node = None
+    returned_functions = [None] * len(output_slots)
+    if backward is not None:
+        functions, saved, returned_functions = backward
+        after_node = backward_lines(functions, saved, namespace)
+    write_steps(steps, slot, namespace, lines, after_node=after_node)
+    lines += write_lines(effects, namespace)
+    if type(structure) is int and links is None:  # one new tensor returned: its plan can be known (known_plans)
+        read = [
+            f"value_{index}, "
+            for index, value in enumerate(constants)
+            if index and (type(value) in (Fresh, Drawn) or value.static is None)
+        ]
+        read += [f"value_{index}, " for index in range(len(constants), len(constants) + len(gathers))]
+        namespace["known_plan"] = KnownPlan(len(steps))
+        lines.append(f"    value_{output_slots[structure]}.node.known_plan = (known_plan, ({''.join(read)}))")
+
+    def wrapped_at(position: int) -> str:
+        function = returned_functions[position]
+        if function is None:
+            return f"wrap(value_{output_slots[position]})"
+        return f"wrap(value_{output_slots[position]}, function_{function[0]}, {function[1]})"
+
+    if links is None:
+        lines.append(f"    return {_returned(structure, wrapped_at)}")
+    else:  # returned tensors that alias each other or the inputs: made again as the trace made them
+        namespace["output_links"] = links  # the caller puts ``relinked`` (forward_replay) in the namespace
+        wrapped = "".join(f"{wrapped_at(position)}, " for position in range(len(output_slots)))
+        lines.append(f"    made = relinked([{wrapped}], output_links, tensors, state)")
+        lines.append(f"    return {_returned(structure, lambda position: f'made[{position}]')}")
+    return "\n".join(lines) + "\n"
