@@ -17,13 +17,10 @@ import onnxnn.nn as nn
 import onnxnn.nn.functional as F
 from onnxnn.runtime.fastpath import forward_replay
 
+from .training_loops import recorded_steps
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    onnxnn.clear_caches()
-    forward_replay.reset_counts()
-    yield
-    onnxnn.clear_caches()
+
+pytestmark = pytest.mark.usefixtures("fresh_replays")
 
 
 class _DropsUnread(nn.Module):
@@ -60,21 +57,13 @@ MODELS = [
 
 def _train(build, shape, fast: bool) -> tuple[list, dict]:
     """Eight Adam steps of ``build()``: every loss and parameter after each, and the generator's state."""
-    onnxnn.clear_caches()  # a structure's first run is on the kernels, later ones on onnxruntime's sessions
-    onnxnn.manual_seed(0)
-    model = build()
-    optimizer = onnxnn.optim.Adam(model.parameters(), lr=0.01)
-    rng = np.random.default_rng(1)
-    record = []
-    with onnxnn.set_fast_path(fast):
-        for _ in range(8):
-            x = onnxnn.tensor(rng.standard_normal(shape).astype(np.float32))
-            loss = (model(x) ** 2).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            record.append(loss.detach().numpy())
-            record += [parameter.detach().numpy() for parameter in model.parameters()]
+    record, _ = recorded_steps(
+        build,
+        shape,
+        fast,
+        lambda parameters: onnxnn.optim.Adam(parameters, lr=0.01),
+        lambda model: [parameter.detach().numpy() for parameter in model.parameters()],
+    )
     return record, onnxnn.get_rng_state()
 
 

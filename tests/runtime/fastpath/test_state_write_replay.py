@@ -19,16 +19,12 @@ import onnxnn.nn as nn
 from onnxnn.runtime.fastpath import forward_replay
 
 from .forwards import EXPECTED, Misbehaving
+from .training_loops import recorded_steps
 
 GLOBAL_COUNT = onnxnn.zeros(())
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    onnxnn.clear_caches()
-    forward_replay.reset_counts()
-    yield
-    onnxnn.clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_replays")
 
 
 class _OwnLayer(nn.Module):
@@ -92,29 +88,19 @@ MODELS = [
 
 
 def _train(build, shape, fast: bool) -> tuple[list, list]:
-    """Eight SGD steps of ``build()``: every loss, parameter and buffer after each, and the versions."""
-    onnxnn.clear_caches()  # a structure's first run is on the kernels, later ones on onnxruntime's sessions
-    onnxnn.manual_seed(0)
-    model = build()
-    parameters = list(model.parameters())
-    optimizer = onnxnn.optim.SGD(parameters, lr=0.05, momentum=0.9) if parameters else None
-    rng = np.random.default_rng(1)
-    record = []
-    with onnxnn.set_fast_path(fast):
-        for _ in range(8):
-            x = onnxnn.tensor(rng.standard_normal(shape).astype(np.float32))
-            loss = (model(x) ** 2).mean()
-            if optimizer is not None:
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-            record.append(loss.detach().numpy())
-            record += [tensor.numpy() for tensor in model.state_dict().values()]
-        model.eval()
-        with onnxnn.no_grad():
-            record.append(model(x).numpy())  # normalized with the running statistics
-    versions = [tensor._version for tensor in model.buffers()]
-    return record, versions
+    """Eight SGD steps of ``build()``: every loss, parameter and buffer after each, an evaluation-mode
+    call after them (normalized with the running statistics), and the buffers' versions."""
+    record, model = recorded_steps(
+        build,
+        shape,
+        fast,
+        lambda parameters: onnxnn.optim.SGD(parameters, lr=0.05, momentum=0.9) if parameters else None,
+        lambda model: [tensor.numpy() for tensor in model.state_dict().values()],
+    )
+    model.eval()
+    with onnxnn.no_grad(), onnxnn.set_fast_path(fast):
+        record.append(model(onnxnn.ones(*shape)).numpy())
+    return record, [tensor._version for tensor in model.buffers()]
 
 
 @pytest.mark.parametrize("name, build, shape", MODELS, ids=[model[0] for model in MODELS])

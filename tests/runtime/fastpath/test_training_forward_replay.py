@@ -19,12 +19,7 @@ import onnxnn.nn as nn
 from onnxnn.runtime.fastpath import forward_replay
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    onnxnn.clear_caches()
-    forward_replay.reset_counts()
-    yield
-    onnxnn.clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_replays")
 
 
 def _mlp():
