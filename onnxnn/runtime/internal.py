@@ -50,6 +50,7 @@ __all__ = [
     "realize_step_values",
     "data_of",
     "known_data",
+    "check_known_data",
     "exporting",
     "TensorState",
     "save_state",
@@ -274,6 +275,23 @@ def realize_step_values(tensors) -> None:
 def data_of(tensor: Tensor) -> np.ndarray:
     """The array of ``tensor``'s value, computing it (and its pending history) first if needed."""
     return _data_of_value(tensor._value)
+
+
+def check_known_data(tensor: Tensor, check: Callable[[np.ndarray], None]) -> None:
+    """Runs ``check`` on ``tensor``'s array if it is already computed (never runs anything).
+
+    For PyTorch's checks on data that can only raise (target indices in range): what is recorded does
+    not depend on the data, so a forward traced while it checks stays replayable, and each replay runs
+    ``check`` on its own argument's array (``fastpath/forward_replay.py``). A check whose outcome
+    changes what is recorded reads ``known_data`` instead.
+    """
+    value = tensor._value
+    data = _host_data(value)
+    if data is not None:
+        check(data)
+    trace = MODE.trace
+    if trace is not None:
+        trace.effects.append(("check", value, check))
 
 
 def known_data(tensor: Tensor) -> np.ndarray | None:

@@ -8,6 +8,7 @@ compares the indices with every class (a one-hot mask), as does ``one_hot``.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -16,7 +17,7 @@ from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir.graph import shared_attributes, static_constant
 from ...ir.mode import MODE
-from ...runtime.internal import known_data, tensor_of
+from ...runtime.internal import check_known_data, known_data, tensor_of
 from ...runtime.ops.indexing import negatives_out_of_range
 from ...runtime.ops.reduce import recorded_mean
 from ...runtime.ops.binary_cross_entropy import binary_cross_entropy_terms
@@ -234,15 +235,17 @@ def _check_class_targets(input: Tensor, target: Tensor, weight: Tensor | None, i
             f"got weight tensor of shape: {list(weight.shape)}"
         )
     # Indices already in memory are checked as PyTorch's CPU kernel does; pending ones would need a run.
-    data = known_data(target)
-    if data is not None and data.size:
-        # Two reductions settle the common case (every index a class); the elementwise test,
-        # which ignore_index needs, only runs when some index is outside the classes.
-        if data.min() >= 0 and data.max() < classes:
-            return
-        invalid = (data != ignore_index) & ((data < 0) | (data >= classes))
-        if invalid.any():
-            raise IndexError(f"Target {int(data[invalid].reshape(-1)[0])} is out of bounds.")
+    check_known_data(target, functools.partial(_check_class_indices, classes, ignore_index))
+
+
+def _check_class_indices(classes: int, ignore_index: int, data: np.ndarray) -> None:
+    # Two reductions settle the common case (every index a class); the elementwise test, which
+    # ignore_index needs, only runs when some index is outside the classes.
+    if not data.size or (data.min() >= 0 and data.max() < classes):
+        return
+    invalid = (data != ignore_index) & ((data < 0) | (data >= classes))
+    if invalid.any():
+        raise IndexError(f"Target {int(data[invalid].reshape(-1)[0])} is out of bounds.")
 
 
 def _nll_terms(log_probs: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int):

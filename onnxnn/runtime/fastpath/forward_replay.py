@@ -24,11 +24,12 @@ plans, sessions and results are the same with and without it (``set_fast_path``)
 A forward that rebinds its own state in place (a BatchNorm's running statistics in training) is
 replayed with the same writes after its nodes (``state_writes``: the rebinding, version and views
 of ``_assign``, and the ``realize_alongside`` requests); one that draws its constants through
-``internal.drawn_constant_tensor`` (dropout's masks) draws them anew, in its order, each replay
-(``replay_source``). A trace is not kept when its forward read data or drew otherwise (its nodes
-may depend on it), changed an argument, wrote anything but its state or through a view, returned
-something other than new tensors (nested in tuples, lists and dicts with string keys, with None),
-or read a pending value from outside its arguments and state.
+``internal.drawn_constant_tensor`` (dropout's masks) draws them anew, in its order, each replay,
+and one that checks its arguments' data through ``internal.check_known_data`` (a loss's target
+indices) checks the replay's (``replay_source``). A trace is not kept when its forward read data
+or drew otherwise (its nodes may depend on it), changed an argument, wrote anything but its state
+or through a view, returned something other than new tensors (nested in tuples, lists and dicts
+with string keys, with None), or read a pending value from outside its arguments and state.
 Returned tensors that are one tensor twice or views of each other, of an argument or of the state
 (``nn.Unflatten``'s of its argument) are returned so again: the tensor itself, or a view made
 again with the ops that made it (``output_links``); a trace whose returned tensors share storage
@@ -374,9 +375,13 @@ class _Template:
         # or its specialization would embed them and round otherwise (principle 9: bitwise the same
         # with the fast path off). Scalars stay shared: equal ones may be one value on a device in
         # plain calls too (ops/_common.scalar_constant), and no specialization embeds a scalar.
-        # Every draw is made again, read or not, so that the generator's stream moves as the forward's.
-        draws = [(effect[1], effect[2]) for effect in trace.effects if effect[0] == "draw"]
-        drawn = {value for value, _ in draws}
+        # Draws and checks of data, made again in the forward's order before the nodes: every draw,
+        # read or not, so that the generator's stream moves as the forward's; each check (target
+        # indices in range) on the value the replay gathers, where the forward made it.
+        drawn_and_checked = _drawn_and_checked(trace.effects, slots, len(constants), len(gathers))
+        if drawn_and_checked is None:
+            return None
+        drawn = {effect[1] for effect in drawn_and_checked if effect[0] == "draw"}
         constants = [
             Drawn(value)
             if index and value in drawn
@@ -387,7 +392,8 @@ class _Template:
         ]
         links = links if any(link is not None for link in links) else None
         output_slots = [slots[value] for value in outputs]
-        return cls((constants, gathers, steps, output_slots, structure, links, backward, effects, draws), links)
+        parts = (constants, gathers, steps, output_slots, structure, links, backward, effects, drawn_and_checked)
+        return cls(parts, links)
 
     def __init__(self, parts: tuple, links: list | None = None):
         self.parts: tuple | None = parts  # replay_source's arguments, until the source is written
@@ -403,14 +409,35 @@ class _Template:
                 namespace: dict[str, Any] = dict(
                     REPLAY_NAMESPACE, wrap=Tensor._from_value, STALE=STALE, relinked=relinked
                 )
-                constants, gathers, steps, output_slots, structure, links, backward, effects, draws = self.parts
+                constants, gathers, steps, output_slots, structure, links, backward, effects, before = self.parts
                 self.source = replay_source(
-                    constants, gathers, steps, output_slots, structure, links, backward, effects, draws, namespace
+                    constants, gathers, steps, output_slots, structure, links, backward, effects, before, namespace
                 )
                 exec(compile(self.source, f"<onnxnn forward replay {next(_replay_numbers)}>", "exec"), namespace)
                 self.replay = namespace["replay"]
                 self.parts = None
         return self.replay(tensors, state)
+
+
+def _drawn_and_checked(effects: list, slots: dict, first_gathered: int, gathered: int) -> list | None:
+    """``("draw", value, draw)`` and ``("check", slot, check)`` for a trace's draws and checks of data,
+    in its order; None where a replay could not make them so: a check of a value it does not gather
+    (made by the forward, or read by no node), or one after a state write (the replay writes after
+    its nodes, so a check raising there would leave the state as the forward did not)."""
+    made: list = []
+    written = False
+    for effect in effects:
+        kind = effect[0]
+        if kind == "draw":
+            made.append(effect)
+        elif kind == "check":
+            slot = slots.get(effect[1])
+            if written or slot is None or not first_gathered <= slot < first_gathered + gathered:
+                return None
+            made.append(("check", slot, effect[2]))
+        else:
+            written = True
+    return made
 
 
 def result_structure(

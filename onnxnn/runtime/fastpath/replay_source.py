@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ...ir.graph import constant
+from ..realization import host_data
 from .known_plans import KnownPlan
 from .recorded_steps import write_steps
 from .replayed_functions import backward_lines
@@ -65,14 +66,16 @@ def replay_source(
     links: list | None,
     backward: tuple | None,
     effects: list,
-    draws: list,
+    drawn_and_checked: list,
     namespace: dict,
 ) -> str:
     """The source of ``replay(tensors, state)``, its constants put in ``namespace``.
 
     ``backward``: what ``replayed_functions.backward_steps`` found, where the forward recorded gradients.
     ``effects``: the state writes and ``realize_alongside`` requests after the nodes (``state_writes``).
-    ``draws``: ``(value, draw)`` for every constant the forward drew, in the order it drew them.
+    ``drawn_and_checked``: in the forward's order, ``("draw", value, draw)`` for every constant it drew
+    and ``("check", slot, check)`` for every check of a gathered value's data: a replay makes them
+    before it records anything, a check on an array already computed only, as the forward did.
 
     It returns ``STALE``, having recorded nothing, when a state tensor's shape, dtype or device
     is not what was traced (a parameter given other ``.data``), or when positions that held one
@@ -80,15 +83,6 @@ def replay_source(
     """
     lines = ["def replay(tensors, state):"]
     made = []
-    slot_of_drawn = {id(value.value): slot for slot, value in enumerate(constants) if type(value) is Drawn}
-    if draws:
-        namespace["constant"] = constant
-    for index, (value, draw) in enumerate(draws):
-        names = [f"draw_{index}", f"drawn_dtype_{index}", f"drawn_device_{index}"]
-        namespace.update(zip(names, (draw, value.dtype, value.device)))
-        slot = slot_of_drawn.get(id(value))
-        target = "" if slot is None else f"value_{slot} = "
-        made.append(f"    {target}constant({names[0]}(), {names[1]}, {names[2]})")
     for slot, value in enumerate(constants):
         if type(value) is Drawn:
             continue
@@ -114,6 +108,7 @@ def replay_source(
             held = " or ".join(f"state[{other}]._value is not value_{slot}" for other in shared)
             lines.append(f"    if {held}: return STALE")
         slot += 1
+    lines += _drawn_and_checked_lines(drawn_and_checked, constants, namespace)
     lines += made
     after_node = None
     returned_functions = [None] * len(output_slots)
@@ -146,3 +141,21 @@ def replay_source(
         lines.append(f"    made = relinked([{wrapped}], output_links, tensors, state)")
         lines.append(f"    return {_returned(structure, lambda position: f'made[{position}]')}")
     return "\n".join(lines) + "\n"
+
+
+def _drawn_and_checked_lines(drawn_and_checked: list, constants: list, namespace: dict) -> list:
+    """The lines making a replay's draws (into the slots of the constants they made) and checks."""
+    slot_of_drawn = {id(value.value): slot for slot, value in enumerate(constants) if type(value) is Drawn}
+    namespace.update(constant=constant, host_data=host_data)
+    lines = []
+    for index, (kind, subject, function) in enumerate(drawn_and_checked):
+        namespace[f"{kind}_{index}"] = function
+        if kind == "check":
+            lines.append(f"    data = host_data(value_{subject})")
+            lines.append(f"    if data is not None: check_{index}(data)")
+            continue
+        namespace.update({f"drawn_dtype_{index}": subject.dtype, f"drawn_device_{index}": subject.device})
+        slot = slot_of_drawn.get(id(subject))  # None: a draw nothing reads
+        target = "" if slot is None else f"value_{slot} = "
+        lines.append(f"    {target}constant(draw_{index}(), drawn_dtype_{index}, drawn_device_{index})")
+    return lines

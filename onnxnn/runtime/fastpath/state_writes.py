@@ -26,7 +26,7 @@ def state_effects(effects: list, produced: dict, state_tensors: list, state_befo
     a write to a view (which writes through to its base: a state tensor that is no view now never
     becomes one while its module tree lives, as registering another changes the module), a state
     tensor changed some other way (``.data =``, ``unsqueeze_``), or a strict owner's forward
-    changing or drawing anything (``compiled_calls``)."""
+    changing, drawing or checking anything (``compiled_calls``)."""
     if not effects:
         unchanged = all(tensor._value is value for tensor, value in zip(state_tensors, state_before))
         return [] if unchanged else None
@@ -38,7 +38,7 @@ def state_effects(effects: list, produced: dict, state_tensors: list, state_befo
     done: list = []
     final: dict = {}  # id(tensor) -> the value its last write left
     for effect in effects:
-        if effect[0] == "draw":
+        if effect[0] in ("draw", "check"):
             continue  # made again by the replay itself (``replay_source``)
         if effect[0] == "alongside":
             if effect[1] not in produced:

@@ -1,0 +1,109 @@
+"""Forward replay of checks on data: a loss checks its replayed call's target indices.
+
+A forward that checks an argument's data through ``internal.check_known_data`` (cross entropy's
+target indices in range, PyTorch's CPU check) records the same nodes whatever the data, so it
+replays: each replay checks its own argument's array, when it is already computed, before
+recording anything. A check after a state write keeps the forward running (a replay writes after
+its nodes, so a raising check would leave the state as the plain call does not).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnxnn
+import onnxnn.nn as nn
+import onnxnn.nn.functional as F
+from onnxnn.runtime.fastpath import forward_replay
+
+from .training_loops import recorded_steps
+
+pytestmark = pytest.mark.usefixtures("fresh_replays")
+
+
+class _Classifier(nn.Module):
+    """A model whose forward ends in its loss: a linear layer, then cross entropy on fixed targets."""
+
+    __module__ = "onnxnn.nn.modules.test_only"
+
+    def __init__(self, loss: nn.Module):
+        super().__init__()
+        self.linear = nn.Linear(6, 4)
+        self.loss = loss
+        self.register_buffer("target", onnxnn.tensor([0, 3, 1, 2, 3]))
+
+    def forward(self, x):
+        return self.loss(self.linear(x), self.target)
+
+
+class _NormalizedThenChecked(nn.Module):
+    """Writes its running statistics, then checks its targets: never replayed."""
+
+    __module__ = "onnxnn.nn.modules.test_only"
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(4)
+
+    def forward(self, x, target):
+        return F.cross_entropy(self.norm(x), target)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [lambda: _Classifier(nn.CrossEntropyLoss()), lambda: _Classifier(nn.CrossEntropyLoss(label_smoothing=0.1))],
+    ids=["cross_entropy", "cross_entropy_smoothed"],
+)
+def test_a_loss_checking_its_targets_replays_to_the_same_bits(build):
+    def train(fast):
+        return recorded_steps(
+            lambda: nn.Sequential(build()),
+            (5, 6),
+            fast,
+            lambda parameters: onnxnn.optim.SGD(parameters, lr=0.1),
+            lambda model: [parameter.detach().numpy() for parameter in model.parameters()],
+        )[0]
+
+    replayed = train(True)
+    counts = forward_replay.replay_info()
+    plain = train(False)
+    assert counts == {"traced": 1, "replayed": 6}
+    for got, expected in zip(replayed, plain):
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("loss", [nn.CrossEntropyLoss(), nn.NLLLoss()], ids=["cross_entropy", "nll"])
+def test_a_replayed_loss_refuses_a_target_out_of_range_before_recording(loss):
+    x = onnxnn.randn(4, 3, requires_grad=True)
+    for _ in range(3):
+        loss(x, onnxnn.tensor([0, 1, 2, 1]))
+    assert forward_replay.replay_info()["replayed"] == 1
+    with pytest.raises(IndexError, match="Target 3 is out of bounds"):
+        loss(x, onnxnn.tensor([0, 1, 3, 1]))
+    # Ignored targets pass, and a target still pending (computed by an op) is never run to be checked.
+    ignored = loss(x, onnxnn.tensor([0, -100, 2, 1]))
+    pending = loss(x, onnxnn.tensor([0, 1, 1, 0]) + 1)
+    assert forward_replay.replay_info()["replayed"] == 3
+    with onnxnn.set_fast_path(False):
+        np.testing.assert_array_equal(
+            ignored.detach().numpy(), loss(x, onnxnn.tensor([0, -100, 2, 1])).detach().numpy()
+        )
+        np.testing.assert_array_equal(pending.detach().numpy(), loss(x, onnxnn.tensor([1, 2, 2, 1])).detach().numpy())
+
+
+def test_a_check_after_a_state_write_keeps_the_forward_running():
+    model = _NormalizedThenChecked()
+    reference = _NormalizedThenChecked()
+    x = onnxnn.randn(5, 4)
+    for target in ([0, 1, 2, 3, 0], [1, 1, 2, 3, 0], [2, 1, 2, 3, 0]):
+        model(x, onnxnn.tensor(target))
+        with onnxnn.set_fast_path(False):
+            reference(x, onnxnn.tensor(target))
+    with pytest.raises(IndexError):
+        model(x, onnxnn.tensor([0, 1, 2, 4, 0]))
+    with onnxnn.set_fast_path(False), pytest.raises(IndexError):
+        reference(x, onnxnn.tensor([0, 1, 2, 4, 0]))
+    # The statistics moved at the refused call too, before its check, as PyTorch's do.
+    np.testing.assert_array_equal(model.norm.running_mean.numpy(), reference.norm.running_mean.numpy())
+    assert model.norm.num_batches_tracked.item() == 4
