@@ -17,7 +17,7 @@ from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir.graph import shared_attributes, static_constant
 from ...ir.mode import MODE
-from ...runtime.internal import check_known_data, known_data, tensor_of
+from ...runtime.internal import check_known_data, tensor_of
 from ...runtime.ops.indexing import negatives_out_of_range
 from ...runtime.ops.reduce import recorded_mean
 from ...runtime.ops.binary_cross_entropy import binary_cross_entropy_terms
@@ -186,14 +186,17 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         raise RuntimeError("Can not infer total number of classes from empty tensor.")
     if num_classes == -1:
         num_classes = int(tensor.max().item()) + 1
-    data = known_data(tensor)
-    if data is not None and data.size:
+    check_known_data(tensor, functools.partial(_check_one_hot_classes, num_classes))
+    mask = _class_mask(tensor.unsqueeze(-1), num_classes, -1)
+    return mask.to(dtypes.int64)
+
+
+def _check_one_hot_classes(num_classes: int, data: np.ndarray) -> None:
+    if data.size:
         if data.min() < 0:
             raise RuntimeError("Class values must be non-negative.")
         if data.max() >= num_classes:
             raise RuntimeError("Class values must be smaller than num_classes.")
-    mask = _class_mask(tensor.unsqueeze(-1), num_classes, -1)
-    return mask.to(dtypes.int64)
 
 
 def _class_mask(target: Tensor, num_classes: int, class_dim: int) -> Tensor:
@@ -415,9 +418,12 @@ def _cross_entropy_probabilities(input, target, weight, ignore_index, reduction,
 def _check_probabilities(tensor: Tensor, name: str) -> None:
     """PyTorch's check that every probability lies in [0, 1], made on values already in memory only: a
     pending tensor (a sigmoid's output) would need a run, which the loss never forces."""
-    data = known_data(tensor)
+    check_known_data(tensor, functools.partial(_check_unit_interval, name))
+
+
+def _check_unit_interval(name: str, data: np.ndarray) -> None:
     # min and max are NaN where an element is, which fails both comparisons, as PyTorch's check does.
-    if data is not None and data.size and not (data.min() >= 0 and data.max() <= 1):
+    if data.size and not (data.min() >= 0 and data.max() <= 1):
         raise RuntimeError(f"all elements of {name} should be between 0 and 1")
 
 

@@ -7,6 +7,8 @@ do, so no loss needs a gather and every one records standard ONNX ops only.
 
 from __future__ import annotations
 
+import functools
+
 from typing import Callable
 
 import numpy as np
@@ -14,7 +16,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir.graph import static_constant
-from ...runtime.internal import known_data, tensor_of
+from ...runtime.internal import check_known_data, tensor_of
 from ...runtime.tensor import Tensor
 from ...ir.dtypes import scalar_type_name
 from ._common import loss_inputs_in_float32, stable_softplus
@@ -153,9 +155,7 @@ def multilabel_margin_loss(
     if target.shape != input.shape:
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: {list(input.shape)}")
     classes = input.shape[-1]
-    data = known_data(target)
-    if data is not None and ((data < -1) | (data >= classes)).any():
-        raise RuntimeError("argument #2 'target' is out of range")
+    check_known_data(target, functools.partial(_check_listed_classes, classes))
     x, y = _as_matrix(input), _as_matrix(target)
     # Entry j counts while no -1 comes at or before it: the -1s' running count (a triangular matmul) is 0.
     ends = _ops.eq(y, -1).to(x.dtype)
@@ -212,9 +212,7 @@ def multi_margin_loss(
     if weight is not None and weight.numel() != classes:
         raise RuntimeError(f"inconsistent weight size, expected {classes} but got {list(weight.shape)}")
     _check_not_differentiable("multi_margin_loss", weight=weight)
-    data = known_data(target)
-    if data is not None and ((data < 0) | (data >= classes)).any():
-        raise RuntimeError("target out of range")
+    check_known_data(target, functools.partial(_check_target_classes, classes))
     x = _as_matrix(input)
     mask = _class_mask(target.reshape(samples, 1), classes, 1)  # (N, C)
     picked = _ops.where(mask, x, 0.0).sum(1, keepdim=True)
@@ -325,3 +323,14 @@ def triplet_margin_with_distance_loss(
         raise ValueError(f"margin must be greater than 0, got {margin}")
     _check_triplet_ranks(anchor, positive, negative)
     return _triplet(distance_function or pairwise_distance, anchor, positive, negative, margin, swap, reduction)
+
+
+def _check_listed_classes(classes: int, data: np.ndarray) -> None:
+    """multilabel_margin_loss's targets: class indices, or -1 ending each sample's list."""
+    if ((data < -1) | (data >= classes)).any():
+        raise RuntimeError("argument #2 'target' is out of range")
+
+
+def _check_target_classes(classes: int, data: np.ndarray) -> None:
+    if ((data < 0) | (data >= classes)).any():
+        raise RuntimeError("target out of range")

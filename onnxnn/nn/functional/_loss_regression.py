@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
+
 from ...runtime import ops as _ops
-from ...runtime.internal import known_data
+from ...runtime.internal import check_known_data
 from ...runtime.ops.opmath import widened
 from ...runtime.tensor import Tensor
 from ._common import loss_inputs_in_float32
@@ -137,10 +139,8 @@ def gaussian_nll_loss(
         if var < 0:
             raise ValueError("var has negative entry/entries")
     else:
-        data = known_data(var)
         # Values already in memory are checked as PyTorch does; a pending var would need a run to check.
-        if data is not None and (data < 0).any():
-            raise ValueError("var has negative entry/entries")
+        check_known_data(var, _check_nonnegative_variances)
         if var.shape != input.shape:
             if input.shape[:-1] == var.shape:
                 var = var.unsqueeze(-1)
@@ -194,3 +194,8 @@ def kl_div(
         total = _reduce_loss(loss, "sum", "KlDivBackward0")
         return total / input.shape[0] if input.dim() != 0 else total
     return _reduce_loss(loss, reduction, "KlDivBackward0")
+
+
+def _check_nonnegative_variances(data: np.ndarray) -> None:
+    if (data < 0).any():
+        raise ValueError("var has negative entry/entries")

@@ -32,7 +32,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...runtime.random_creation import rand
-from ...runtime.internal import full_tensor, known_data
+from ...runtime.internal import check_known_data, full_tensor
 from ...runtime.ops.conv import batched, expand_param
 from ...runtime.ops.adaptive_pooling import (
     adaptive_avg_pool1d,
@@ -386,12 +386,8 @@ def _max_unpool(input: Tensor, indices: Tensor, kernel_size, stride, padding, ou
     i, _ = batched(indices, rank, function)
     batch, channels = x.shape[0], x.shape[1]
     plane = int(np.prod(sizes))
-    known = known_data(indices)  # indices already computed are checked here, pending ones by the executor
-    if known is not None and known.size and (known.min() < 0 or known.max() >= plane):
-        bad = int(known.max()) if known.max() >= plane else int(known.min())
-        raise RuntimeError(
-            f"Found an invalid max index: {bad} (output volumes are of size {'x'.join(str(s) for s in sizes)}"
-        )
+    # Indices already computed are checked here, pending ones by the executor.
+    check_known_data(indices, functools.partial(_check_unpool_indices, plane, sizes))
     zeros = full_tensor((batch, channels, plane), 0, x.dtype, x.device)
     window_count = int(np.prod(x.shape[2:]))  # not -1: an empty batch leaves nothing to infer it from
     flat_x = x.reshape((batch, channels, window_count))
@@ -513,3 +509,11 @@ def fractional_max_pool3d_with_indices(
 ):
     """:func:`fractional_max_pool3d` returning ``(values, indices)``."""
     return fractional_max_pool3d(input, kernel_size, output_size, output_ratio, True, _random_samples)
+
+
+def _check_unpool_indices(plane: int, sizes, indices: np.ndarray) -> None:
+    if indices.size and (indices.min() < 0 or indices.max() >= plane):
+        bad = int(indices.max()) if indices.max() >= plane else int(indices.min())
+        raise RuntimeError(
+            f"Found an invalid max index: {bad} (output volumes are of size {'x'.join(str(s) for s in sizes)}"
+        )

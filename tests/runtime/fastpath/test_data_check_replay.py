@@ -92,6 +92,63 @@ def test_a_replayed_loss_refuses_a_target_out_of_range_before_recording(loss):
         np.testing.assert_array_equal(pending.detach().numpy(), loss(x, onnxnn.tensor([1, 2, 2, 1])).detach().numpy())
 
 
+# Each checking layer: how it is built, its arguments (realized: checked) at a good call and at a bad
+# one, and what the bad call raises.
+CHECKING_LAYERS = [
+    (
+        "binary_cross_entropy",
+        nn.BCELoss,
+        lambda: (onnxnn.rand(6), onnxnn.rand(6)),
+        lambda: (onnxnn.tensor([0.5, 1.5, 0.2, 0.1, 0.0, 1.0]), onnxnn.rand(6)),
+        (RuntimeError, "should be between 0 and 1"),
+    ),
+    (
+        "multi_margin",
+        nn.MultiMarginLoss,
+        lambda: (onnxnn.randn(3, 4), onnxnn.tensor([0, 3, 1])),
+        lambda: (onnxnn.randn(3, 4), onnxnn.tensor([0, 4, 1])),
+        (RuntimeError, "target out of range"),
+    ),
+    (
+        "multilabel_margin",
+        nn.MultiLabelMarginLoss,
+        lambda: (onnxnn.randn(2, 4), onnxnn.tensor([[3, 0, -1, 1], [1, 2, 3, -1]])),
+        lambda: (onnxnn.randn(2, 4), onnxnn.tensor([[3, -2, -1, 1], [1, 2, 3, -1]])),
+        (RuntimeError, "'target' is out of range"),
+    ),
+    (
+        "gaussian_nll",
+        nn.GaussianNLLLoss,
+        lambda: (onnxnn.randn(5), onnxnn.randn(5), onnxnn.rand(5)),
+        lambda: (onnxnn.randn(5), onnxnn.randn(5), onnxnn.tensor([0.1, -0.2, 0.3, 0.4, 0.5])),
+        (ValueError, "var has negative entry"),
+    ),
+    (
+        "max_unpool",
+        lambda: nn.MaxUnpool2d(2),
+        lambda: (onnxnn.randn(1, 1, 2, 2), onnxnn.tensor([[[[0, 3], [9, 14]]]])),
+        lambda: (onnxnn.randn(1, 1, 2, 2), onnxnn.tensor([[[[0, 3], [9, 16]]]])),
+        (RuntimeError, "Found an invalid max index: 16"),
+    ),
+]
+
+
+@pytest.mark.parametrize("name, build, good, bad, raised", CHECKING_LAYERS, ids=[layer[0] for layer in CHECKING_LAYERS])
+def test_a_replayed_layer_checks_its_own_call_data(name, build, good, bad, raised):
+    layer = build()
+    arguments = good()
+    results = [layer(*arguments) for _ in range(3)]
+    assert forward_replay.replay_info()["replayed"] == 1
+    with onnxnn.set_fast_path(False):
+        np.testing.assert_array_equal(results[-1].numpy(), layer(*arguments).numpy())
+    error, match = raised
+    bad_arguments = bad()
+    with pytest.raises(error, match=match):
+        layer(*bad_arguments)
+    with onnxnn.set_fast_path(False), pytest.raises(error, match=match):
+        layer(*bad_arguments)
+
+
 def test_a_check_after_a_state_write_keeps_the_forward_running():
     model = _NormalizedThenChecked()
     reference = _NormalizedThenChecked()
