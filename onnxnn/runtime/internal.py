@@ -277,8 +277,9 @@ def data_of(tensor: Tensor) -> np.ndarray:
     return _data_of_value(tensor._value)
 
 
-def check_known_data(tensor: Tensor, check: Callable[[np.ndarray], None]) -> None:
-    """Runs ``check`` on ``tensor``'s array if it is already computed (never runs anything).
+def check_known_data(tensor: Tensor, check: Callable[[np.ndarray], None], force: bool = False) -> None:
+    """Runs ``check`` on ``tensor``'s array if it is already computed (never runs anything but, with
+    ``force``, ``tensor``'s own history: a check PyTorch makes on every call, embedding's indices).
 
     For PyTorch's checks on data that can only raise (target indices in range): what is recorded does
     not depend on the data, so a forward traced while it checks stays replayable, and each replay runs
@@ -287,11 +288,13 @@ def check_known_data(tensor: Tensor, check: Callable[[np.ndarray], None]) -> Non
     """
     value = tensor._value
     data = _host_data(value)
+    if data is None and force:
+        data = _data_of_value(value)  # computed (or copied from a device) now: a trace notes the read
     if data is not None:
         check(data)
     trace = MODE.trace
     if trace is not None:
-        trace.effects.append(("check", value, check))
+        trace.effects.append(("check", value, check, force))
 
 
 def known_data(tensor: Tensor) -> np.ndarray | None:

@@ -11,13 +11,15 @@ ScatterElements' rules to the weight (dense: onnxnn has no sparse gradients) and
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...ir import dtypes
 from ...ir.graph import shared_attributes
 from ...runtime import ops as _ops
 from ...runtime.grad_mode import is_grad_enabled, no_grad
-from ...runtime.internal import constant_tensor, exporting, full_tensor
+from ...runtime.internal import check_known_data, constant_tensor, exporting, full_tensor
 from ...runtime.tensor import Tensor, apply_op
 
 __all__ = ["embedding", "embedding_bag"]
@@ -26,6 +28,11 @@ _ROWS = shared_attributes((("axis", 0),))  # Gather along the weight's rows
 
 
 def _index_values(input: Tensor, function: str) -> np.ndarray:
+    _check_index_dtype(input, function)
+    return np.asarray(input.numpy(force=True), dtype=np.int64)
+
+
+def _check_index_dtype(input: Tensor, function: str) -> None:
     if not isinstance(input, Tensor):
         raise TypeError(f"{function}(): argument 'indices' must be Tensor, not {type(input).__name__}")
     if input.dtype.category != 1:
@@ -33,7 +40,6 @@ def _index_values(input: Tensor, function: str) -> np.ndarray:
             f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
             f"Long, Int; but got {input.dtype} instead (while checking arguments for {function})"
         )
-    return np.asarray(input.numpy(force=True), dtype=np.int64)
 
 
 def _first_outside(values: np.ndarray, rows: int) -> int | None:
@@ -49,6 +55,10 @@ def _check_index_range(values: np.ndarray, rows: int) -> None:
             f"index out of range in self: index {int(values.flat[position])} is not in [0, {rows}) "
             f"(the weight has {rows} rows)"
         )
+
+
+def _check_index_range_of(rows: int, values: np.ndarray) -> None:
+    _check_index_range(values, rows)
 
 
 def _check_bag_index_range(values: np.ndarray, rows: int) -> None:
@@ -119,7 +129,7 @@ def _gradient_scaled(rows: Tensor, factor: Tensor) -> Tensor:
 
 
 def _lookup(
-    values: np.ndarray, input: Tensor, weight: Tensor, padding_idx: int | None, scale_grad_by_freq: bool
+    values: np.ndarray | None, input: Tensor, weight: Tensor, padding_idx: int | None, scale_grad_by_freq: bool
 ) -> Tensor:
     """The rows of ``weight`` at ``input``, of shape ``(*input.shape, D)``."""
     if (padding_idx is None and not scale_grad_by_freq) or not (is_grad_enabled() and weight.requires_grad):
@@ -131,7 +141,7 @@ def _lookup(
     if padding_idx is not None:
         # From the indices in the graph, so the padding positions follow whatever indices are fed.
         factor = (flat_input != padding_idx).to(weight.dtype)
-    if scale_grad_by_freq and values.size:
+    if scale_grad_by_freq and values is not None and values.size:
         flat = values.reshape(-1)
         _, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True)
         frequency = constant_tensor(
@@ -178,6 +188,12 @@ def embedding(
         raise RuntimeError(f"'weight' must be 2-D, got a {weight.dim()}-D weight of shape {list(weight.shape)}")
     rows = weight.shape[0]
     padding_idx = _padding_index(padding_idx, rows)
+    if max_norm is None and not scale_grad_by_freq:
+        # The lookup's graph does not depend on the indices: only their range is checked, on every
+        # call (a replayed one too), pending indices computed first as PyTorch's kernel reads them.
+        _check_index_dtype(input, "embedding")
+        check_known_data(input, functools.partial(_check_index_range_of, rows), force=True)
+        return _lookup(None, input, weight, padding_idx, False)
     values = _index_values(input, "embedding")
     _check_index_range(values, rows)
     if max_norm is not None:

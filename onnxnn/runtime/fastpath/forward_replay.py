@@ -420,7 +420,7 @@ class _Template:
 
 
 def _drawn_and_checked(effects: list, slots: dict, first_gathered: int, gathered: int) -> list | None:
-    """``("draw", value, draw)`` and ``("check", slot, check)`` for a trace's draws and checks of data,
+    """``("draw", value, draw)`` and ``("check", slot, check, force)`` for a trace's draws and checks of data,
     in its order; None where a replay could not make them so: a check of a value it does not gather
     (made by the forward, or read by no node), or one after a state write (the replay writes after
     its nodes, so a check raising there would leave the state as the forward did not)."""
@@ -434,7 +434,7 @@ def _drawn_and_checked(effects: list, slots: dict, first_gathered: int, gathered
             slot = slots.get(effect[1])
             if written or slot is None or not first_gathered <= slot < first_gathered + gathered:
                 return None
-            made.append(("check", slot, effect[2]))
+            made.append(("check", slot, effect[2], effect[3]))
         else:
             written = True
     return made

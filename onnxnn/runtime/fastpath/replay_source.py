@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ...ir.graph import constant
-from ..realization import host_data
+from ..realization import data_of, host_data
 from .known_plans import KnownPlan
 from .recorded_steps import write_steps
 from .replayed_functions import backward_lines
@@ -74,8 +74,9 @@ def replay_source(
     ``backward``: what ``replayed_functions.backward_steps`` found, where the forward recorded gradients.
     ``effects``: the state writes and ``realize_alongside`` requests after the nodes (``state_writes``).
     ``drawn_and_checked``: in the forward's order, ``("draw", value, draw)`` for every constant it drew
-    and ``("check", slot, check)`` for every check of a gathered value's data: a replay makes them
-    before it records anything, a check on an array already computed only, as the forward did.
+    and ``("check", slot, check, force)`` for every check of a gathered value's data: a replay makes
+    them before it records anything, a check on an array already computed only unless ``force``
+    (``internal.check_known_data``), as the forward did.
 
     It returns ``STALE``, having recorded nothing, when a state tensor's shape, dtype or device
     is not what was traced (a parameter given other ``.data``), or when positions that held one
@@ -146,12 +147,14 @@ def replay_source(
 def _drawn_and_checked_lines(drawn_and_checked: list, constants: list, namespace: dict) -> list:
     """The lines making a replay's draws (into the slots of the constants they made) and checks."""
     slot_of_drawn = {id(value.value): slot for slot, value in enumerate(constants) if type(value) is Drawn}
-    namespace.update(constant=constant, host_data=host_data)
+    namespace.update(constant=constant, host_data=host_data, data_of=data_of)
     lines = []
-    for index, (kind, subject, function) in enumerate(drawn_and_checked):
+    for index, (kind, subject, function, *force) in enumerate(drawn_and_checked):
         namespace[f"{kind}_{index}"] = function
         if kind == "check":
             lines.append(f"    data = host_data(value_{subject})")
+            if force[0]:  # pending (or on a device): computed now, as the forward computed it
+                lines.append(f"    if data is None: data = data_of(value_{subject})")
             lines.append(f"    if data is not None: check_{index}(data)")
             continue
         namespace.update({f"drawn_dtype_{index}": subject.dtype, f"drawn_device_{index}": subject.device})
