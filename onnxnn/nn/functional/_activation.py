@@ -15,7 +15,7 @@ import numpy as np
 from ...ir import dtypes
 from ...runtime import ops as _ops
 from ...ir import random as _random
-from ...runtime.internal import apply_in_place, constant_tensor, full_tensor
+from ...runtime.internal import apply_in_place, constant_tensor, drawn_constant_tensor, full_tensor
 from ...runtime.ops._common import check_floating, normalize_axes
 from ...runtime.ops.hardtanh import hardtanh as _hardtanh
 from ...runtime.ops.nn_ops import keep_nans
@@ -394,8 +394,13 @@ def rrelu(
     if not training:
         return leaky_relu(input, (lower + upper) / 2)
     numpy_dtype = input.dtype.numpy_dtype
-    slopes = _random.uniform(tuple(input.shape), np.float64, lower, upper).astype(numpy_dtype)
-    slope_tensor = constant_tensor(np.asarray(slopes, order="C"), input.dtype, input.device)
+    shape = tuple(input.shape)
+
+    def draw_slopes() -> np.ndarray:
+        return np.asarray(_random.uniform(shape, np.float64, lower, upper).astype(numpy_dtype), order="C")
+
+    # Drawn so that a forward replay draws new slopes (a layer with RReLU replays in training).
+    slope_tensor = drawn_constant_tensor(draw_slopes, input.dtype, input.device)
     # The slope where input <= 0, as PyTorch's rrelu_with_noise (its gradient at 0; a NaN passes as is).
     return _ops.where(input <= 0, input * slope_tensor, input)
 

@@ -50,6 +50,7 @@ MODELS = [
         True,
     ),
     ("unread_mask", _DropsUnread, (4, 6), True),
+    ("rrelu", lambda: nn.Sequential(nn.Linear(6, 8), nn.RReLU(), nn.Linear(8, 3)), (5, 6), True),
     # Alpha dropout draws plainly: the Sequential never replays, its Linear and SELU do.
     ("alpha_dropout", lambda: nn.Sequential(nn.Linear(6, 8), nn.SELU(), nn.AlphaDropout(0.2)), (5, 6), False),
 ]
