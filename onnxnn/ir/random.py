@@ -265,7 +265,7 @@ def bernoulli(shape: tuple, probability: float, generator: Generator | None = No
     draws = bits.random_raw((count + 1) // 2).view(np.uint32)[:count]
     if not probability > 0:  # NaN too, as the float comparison
         return np.zeros(shape, dtype=bool)
-    threshold = math.ceil(float(np.float32(probability)) * 2**24)
-    if threshold >= 2**24:
+    threshold = math.ceil(float(np.float32(probability)) * 2**24) if probability < 1 else 2**24
+    if threshold >= 2**24:  # every uniform is below it (p rounds to 1 in float32, or p >= 1)
         return np.ones(shape, dtype=bool)
     return (draws < np.uint32(threshold << 8)).reshape(shape)

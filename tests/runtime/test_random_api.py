@@ -154,7 +154,7 @@ def test_bernoulli_fill_repeats_with_a_generator():
 
 # A number p: each draw is True where numpy's float32 uniform (the top 24 bits of a 32-bit draw, times
 # 2**-24) from the same seed is below p, though the draws are compared as integers.
-NUMBER_PROBABILITIES = [0.1, 0.5, 0.9, 1 / 3, 1e-7, 1 - 2**-25, 0.0, 1.0]
+NUMBER_PROBABILITIES = [0.1, 0.5, 0.9, 1 / 3, 1e-7, 1 - 2**-25, 0.0, 1.0, 2.0, float("inf"), float("nan"), -1.0]
 
 
 @pytest.mark.parametrize("p", NUMBER_PROBABILITIES)
