@@ -61,7 +61,7 @@ def _check_index_range_of(rows: int, values: np.ndarray) -> None:
     _check_index_range(values, rows)
 
 
-def _check_bag_index_range(values: np.ndarray, rows: int) -> None:
+def _check_bag_index_range_of(rows: int, values: np.ndarray) -> None:
     """embedding_bag's range check: a RuntimeError naming the first index outside ``[0, rows)`` (PyTorch's;
     embedding's is an IndexError)."""
     position = _first_outside(values, rows)
@@ -203,34 +203,42 @@ def embedding(
     return _lookup(values, input, weight, padding_idx, scale_grad_by_freq)
 
 
-def _check_bags(values: np.ndarray, offsets, include_last_offset: bool) -> int:
-    """Checks PyTorch's two input forms (2-D fixed-length bags, or 1-D with offsets); returns the bag count."""
-    if values.ndim == 2:
+def _check_bags(input: Tensor, offsets, include_last_offset: bool) -> int:
+    """Checks PyTorch's two input forms (2-D fixed-length bags, or 1-D with offsets); returns the bag count.
+
+    The offsets' values are checked on every call (a replayed one too: ``check_known_data``), pending
+    ones computed first; the bags are laid out from them in the graph.
+    """
+    if input.dim() == 2:
         if offsets is not None:
             raise ValueError(
                 "if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
                 f"fixed length sequences. However, found offsets of type {type(offsets).__name__}"
             )
-        return values.shape[0]
-    if values.ndim != 1:
-        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {values.ndim}")
+        return input.shape[0]
+    if input.dim() != 1:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
     if offsets is None:
         raise ValueError("offsets has to be a 1D Tensor but got None")
-    starts = _index_values(offsets, "embedding_bag")
-    if starts.ndim != 1:
+    _check_index_dtype(offsets, "embedding_bag")
+    if offsets.dim() != 1:
         raise ValueError("offsets has to be a 1D Tensor")
+    check_known_data(offsets, functools.partial(_check_offsets, input.numel()), force=True)
+    # With include_last_offset the extra last offset only counts the bags: as in PyTorch, the last
+    # bag runs to the end of the input.
+    return offsets.numel() - 1 if include_last_offset else offsets.numel()
+
+
+def _check_offsets(length: int, starts: np.ndarray) -> None:
     if starts.size and starts[0] != 0:
         raise RuntimeError(
             f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
             f"position 0. However, got {int(starts[0])}"
         )
-    if starts.size and (np.any(np.diff(starts) < 0) or starts[-1] > values.size):
+    if starts.size and (np.any(np.diff(starts) < 0) or starts[-1] > length):
         raise RuntimeError(
-            f"offsets must be non-decreasing and at most the input's length {values.size}, got {starts.tolist()}"
+            f"offsets must be non-decreasing and at most the input's length {length}, got {starts.tolist()}"
         )
-    # With include_last_offset the extra last offset only counts the bags: as in PyTorch, the last
-    # bag runs to the end of the input.
-    return starts.size - 1 if include_last_offset else starts.size
 
 
 def _bag_ids(input: Tensor, offsets: Tensor | None, bags: int, include_last_offset: bool) -> Tensor:
@@ -315,13 +323,18 @@ def embedding_bag(
             )
     rows, width = weight.shape
     padding_idx = _padding_index(padding_idx, rows)
-    values = _index_values(input, "embedding_bag")
-    bags = _check_bags(values, offsets, include_last_offset)
-    _check_bag_index_range(values, rows)
+    _check_index_dtype(input, "embedding_bag")
+    bags = _check_bags(input, offsets, include_last_offset)
+    check_known_data(input, functools.partial(_check_bag_index_range_of, rows), force=True)
     renorm_in_graph = max_norm is not None and exporting()  # as embedding's
-    if max_norm is not None and not renorm_in_graph:
+    # The index values themselves, only where they change what is recorded (as embedding's).
+    values = None
+    if (max_norm is not None and not renorm_in_graph) or scale_grad_by_freq:
+        values = _index_values(input, "embedding_bag")
+    if max_norm is not None and values is not None and not renorm_in_graph:
         _renorm_rows(weight, values, max_norm, norm_type)
-    if values.size == 0 or bags == 0:
+    count = input.numel()
+    if count == 0 or bags == 0:
         if weight.requires_grad and rows:
             # Zeros that stay in the graph, selected over weight's first row (exactly 0 for any row,
             # NaN included): weight gets a zero gradient, as in PyTorch, where a constant would leave
@@ -342,12 +355,12 @@ def embedding_bag(
         gathered = gathered * per_sample_weights.reshape((-1, 1)).to(weight.dtype)
     if member is not None:
         gathered = gathered * member.to(weight.dtype).reshape((-1, 1))  # padding entries add zero, get zero gradient
-    index = bag.reshape((-1, 1)).expand((values.size, width))
+    index = bag.reshape((-1, 1)).expand((count, width))
     zeros = full_tensor((bags, width), 0, weight.dtype, weight.device)
     totals = _ops.scatter_add(zeros, 0, index, gathered)
     if mode == "sum":
         return totals
-    ones = full_tensor((values.size,), 1.0, weight.dtype, weight.device)
+    ones = full_tensor((count,), 1.0, weight.dtype, weight.device)
     counted = ones if member is None else member.to(weight.dtype)
     counts = _ops.scatter_add(full_tensor((bags,), 0, weight.dtype, weight.device), 0, bag, counted)
     return totals / _ops.clamp(counts, min=1.0).reshape((-1, 1))

@@ -131,6 +131,20 @@ CHECKING_LAYERS = [
         (IndexError, "index out of range in self: index 5"),
     ),
     (
+        "embedding_bag_offsets",
+        lambda: nn.EmbeddingBag(5, 3, mode="sum"),
+        lambda: (onnxnn.tensor([0, 4, 2, 1]), onnxnn.tensor([0, 2])),
+        lambda: (onnxnn.tensor([0, 4, 2, 1]), onnxnn.tensor([1, 2])),
+        (RuntimeError, "offsets\\[0\\] has to be 0"),
+    ),
+    (
+        "embedding_bag_indices",
+        lambda: nn.EmbeddingBag(5, 3, mode="mean"),
+        lambda: (onnxnn.tensor([0, 4, 2, 1]), onnxnn.tensor([0, 2])),
+        lambda: (onnxnn.tensor([0, 9, 2, 1]), onnxnn.tensor([0, 2])),
+        (RuntimeError, "Index 1 of input takes value 9"),
+    ),
+    (
         "max_unpool",
         lambda: nn.MaxUnpool2d(2),
         lambda: (onnxnn.randn(1, 1, 2, 2), onnxnn.tensor([[[[0, 3], [9, 14]]]])),
