@@ -33,6 +33,19 @@ def _index(dtype):
     return T([0, 2], dtype=dtype)
 
 
+def _refused_index_dtypes(method: str, message: str, cases: list) -> list:
+    """``ERROR_CASES`` entries: ``zeros(4, 3).<method>(0, index, ones(2, 3))`` refusing each index dtype."""
+    return [
+        (
+            f"{method}_{name}_index",
+            lambda dtype=dtype: getattr(onnxnn.zeros(4, 3), method)(0, _index(dtype), onnxnn.ones(2, 3)),
+            RuntimeError,
+            message.format(word=word),
+        )
+        for name, dtype, word in cases
+    ]
+
+
 # ---------------------------------------------------------------- errors in PyTorch's words
 
 ERROR_CASES = [
@@ -63,20 +76,16 @@ ERROR_CASES = [
         "where expected condition to be a boolean tensor, but got a tensor with dtype Float",
     ),
     # index_copy: int64 only
-    *[
-        (
-            f"index_copy_{name}_index",
-            lambda dtype=dtype: onnxnn.zeros(4, 3).index_copy(0, _index(dtype), onnxnn.ones(2, 3)),
-            RuntimeError,
-            f"index_copy_(): Expected a long tensor for index, but got {word}",
-        )
-        for name, dtype, word in [
+    *_refused_index_dtypes(
+        "index_copy",
+        "index_copy_(): Expected a long tensor for index, but got {word}",
+        [
             ("int32", onnxnn.int32, "Int"),
             ("int16", onnxnn.int16, "Short"),
             ("uint8", onnxnn.uint8, "Byte"),
             ("float32", onnxnn.float32, "Float"),
-        ]
-    ],
+        ],
+    ),
     (
         "index_copy__int32_index",
         lambda: onnxnn.zeros(4, 3).index_copy_(0, _index(onnxnn.int32), onnxnn.ones(2, 3)),
@@ -90,20 +99,16 @@ ERROR_CASES = [
         "index_copy_(): Expected a long tensor for index, but got Int",
     ),
     # index_add: int32 or int64
-    *[
-        (
-            f"index_add_{name}_index",
-            lambda dtype=dtype: onnxnn.zeros(4, 3).index_add(0, _index(dtype), onnxnn.ones(2, 3)),
-            RuntimeError,
-            f"index_add_(): Expected dtype int32/int64 for index but got: {word}",
-        )
-        for name, dtype, word in [
+    *_refused_index_dtypes(
+        "index_add",
+        "index_add_(): Expected dtype int32/int64 for index but got: {word}",
+        [
             ("int16", onnxnn.int16, "Short"),
             ("uint8", onnxnn.uint8, "Byte"),
             ("float32", onnxnn.float32, "Float"),
             ("bool", onnxnn.bool, "Bool"),
-        ]
-    ],
+        ],
+    ),
     (
         "index_add__int16_index",
         lambda: onnxnn.zeros(4, 3).index_add_(0, _index(onnxnn.int16), onnxnn.ones(2, 3)),
