@@ -262,6 +262,7 @@ def bernoulli(shape: tuple, probability: float, generator: Generator | None = No
     """
     bits = _generator(generator).bit_generator
     count = math.prod(shape)
+    # Drawn whatever p is: every call moves the stream by its count, as the float comparison did.
     draws = bits.random_raw((count + 1) // 2).view(np.uint32)[:count]
     if not probability > 0:  # NaN too, as the float comparison
         return np.zeros(shape, dtype=bool)

@@ -48,7 +48,7 @@ def _first_outside(values: np.ndarray, rows: int) -> int | None:
     return int(np.argmax(outside)) if outside.any() else None  # argmax: the first True, flat
 
 
-def _check_index_range(values: np.ndarray, rows: int) -> None:
+def _check_index_range(rows: int, values: np.ndarray) -> None:
     position = _first_outside(values, rows)
     if position is not None:
         raise IndexError(
@@ -57,11 +57,7 @@ def _check_index_range(values: np.ndarray, rows: int) -> None:
         )
 
 
-def _check_index_range_of(rows: int, values: np.ndarray) -> None:
-    _check_index_range(values, rows)
-
-
-def _check_bag_index_range_of(rows: int, values: np.ndarray) -> None:
+def _check_bag_index_range(rows: int, values: np.ndarray) -> None:
     """embedding_bag's range check: a RuntimeError naming the first index outside ``[0, rows)`` (PyTorch's;
     embedding's is an IndexError)."""
     position = _first_outside(values, rows)
@@ -192,10 +188,10 @@ def embedding(
         # The lookup's graph does not depend on the indices: only their range is checked, on every
         # call (a replayed one too), pending indices computed first as PyTorch's kernel reads them.
         _check_index_dtype(input, "embedding")
-        check_known_data(input, functools.partial(_check_index_range_of, rows), force=True)
+        check_known_data(input, functools.partial(_check_index_range, rows), force=True)
         return _lookup(None, input, weight, padding_idx, False)
     values = _index_values(input, "embedding")
-    _check_index_range(values, rows)
+    _check_index_range(rows, values)
     if max_norm is not None:
         if exporting():  # the rows to renormalize depend on the indices: computed in the graph
             return _renormed(apply_op("Gather", (weight, input), _ROWS, "EmbeddingBackward0"), max_norm, norm_type)
@@ -325,7 +321,7 @@ def embedding_bag(
     padding_idx = _padding_index(padding_idx, rows)
     _check_index_dtype(input, "embedding_bag")
     bags = _check_bags(input, offsets, include_last_offset)
-    check_known_data(input, functools.partial(_check_bag_index_range_of, rows), force=True)
+    check_known_data(input, functools.partial(_check_bag_index_range, rows), force=True)
     renorm_in_graph = max_norm is not None and exporting()  # as embedding's
     # The index values themselves, only where they change what is recorded (as embedding's).
     values = None

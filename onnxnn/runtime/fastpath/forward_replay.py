@@ -344,7 +344,7 @@ class _Template:
         # is keyed: ``_aliasing``), else the state. Positions that held one value when traced (layers
         # ``copy.deepcopy`` made, ``load_state_dict`` from a sibling, the weight passed as an argument)
         # are read from the first, and the replay checks that the others still hold that very value:
-        # an in-place update rebinds one position alone (``_source``).
+        # an in-place update rebinds one position alone (``replay_source``).
         where: dict = {}
         for index, value in enumerate(arguments):
             where.setdefault(value, (_ARGUMENT, index, None, []))
@@ -370,11 +370,6 @@ class _Template:
         created = trace.created if trace.created is not None else set()
         if strict and any(value.static is None and value not in created for value in constants[1:]):
             return None
-        # A plain call makes the values its forward makes anew each time, which a specialization
-        # then never sees twice (plan_cache.watch_stable_inputs): a replay makes new ones as well,
-        # or its specialization would embed them and round otherwise (principle 9: bitwise the same
-        # with the fast path off). Scalars stay shared: equal ones may be one value on a device in
-        # plain calls too (ops/_common.scalar_constant), and no specialization embeds a scalar.
         # Draws and checks of data, made again in the forward's order before the nodes: every draw,
         # read or not, so that the generator's stream moves as the forward's; each check (target
         # indices in range) on the value the replay gathers, where the forward made it.
@@ -382,6 +377,12 @@ class _Template:
         if drawn_and_checked is None:
             return None
         drawn = {effect[1] for effect in drawn_and_checked if effect[0] == "draw"}
+        # A plain call makes the values its forward makes anew each time, which a specialization
+        # then never sees twice (plan_cache.watch_stable_inputs): a replay makes new ones as well,
+        # or its specialization would embed them and round otherwise (principle 9: bitwise the same
+        # with the fast path off); a drawn one is drawn anew. Scalars stay shared: equal ones may be
+        # one value on a device in plain calls too (ops/_common.scalar_constant), and no
+        # specialization embeds a scalar.
         constants = [
             Drawn(value)
             if index and value in drawn
