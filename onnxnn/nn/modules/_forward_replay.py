@@ -14,8 +14,8 @@ for a call of a module tree where:
 Training mode and recorded gradients are part of the structure: ``train()``/``eval()`` sets an
 attribute, which drops the tree's traces, and which tensors require gradients is keyed
 (``forward_replay.call``); a replay recording gradients makes the backward functions the forward
-made. A forward that does more in training mode is never replayed there: a dropout mask is a random
-draw and running statistics are a change of the state, and a trace that did either is not kept.
+made. What a forward does besides recording in training mode, a replay repeats: it draws new
+dropout masks and updates running statistics (``runtime/fastpath/forward_replay.py``).
 
 The facts about a module tree are gathered once and kept until one of its modules changes (an
 attribute set or deleted, a table of parameters, buffers or submodules changed: ``changed``
