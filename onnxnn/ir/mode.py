@@ -390,8 +390,9 @@ class RecordingTrace:
     read or computed data (a random draw too), after which what was recorded may depend on that
     data; ``created``, when the tracer asks for it, the realized values made while tracing
     (``ir.graph.constant``), which a replay may take as they were; ``effects`` what else the
-    recording did, in order: ``("write", tensor, value, plain)`` for each tensor rebound in place
-    (``plain``: nothing but the rebinding, no history moved onto the tensor) and ``("alongside",
+    recording did, in order: ``("write", tensor, value, plain, before)`` for each tensor rebound in
+    place from value ``before`` (``plain``: nothing but the rebinding, no history moved onto the
+    tensor) and ``("alongside",
     value)`` for each value asked to join a later realization (``ir.plan.realize_alongside``).
     """
 

@@ -67,6 +67,7 @@ class TensorInPlace:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if VIEW_LINKS and id(self) in VIEW_LINKS:
             check_view_write(self)  # before anything changes
+        before = self._value
         if result._value.dtype is not self._value.dtype:
             result = result.to(self._value.dtype)
         if result._value.shape != self._value.shape:
@@ -86,7 +87,7 @@ class TensorInPlace:
         hold(self._value, self)
         trace = MODE.trace
         if trace is not None:  # a forward replay makes the same write (``fastpath.forward_replay``)
-            trace.effects.append(("write", self, self._value, result._grad_fn is None))
+            trace.effects.append(("write", self, self._value, result._grad_fn is None, before))
         if result._grad_fn is not None:
             # PyTorch's retained gradient is the written value's: the retention moves to it.
             old, retained = self._grad_fn, self.retains_grad
@@ -137,11 +138,12 @@ class TensorInPlace:
 
     def _rebind(self, value: Value) -> None:
         """Replaces the value without autograd checks (gradient accumulation, optimizer updates)."""
+        before = self._value
         self._value = value
         hold(value, self)
         trace = MODE.trace
         if trace is not None:
-            trace.effects.append(("write", self, value, True))
+            trace.effects.append(("write", self, value, True, before))
         self._bump_version()
         self._written()
 

@@ -26,18 +26,22 @@ def state_effects(effects: list, produced: dict, state_tensors: list, state_befo
     a write to a view (which writes through to its base: a state tensor that is no view now never
     becomes one while its module tree lives, as registering another changes the module), a state
     tensor changed some other way (``.data =``, ``unsqueeze_``), or a strict owner's forward
-    changing, drawing or checking anything (``compiled_calls``)."""
+    changing, drawing or checking anything (``compiled_calls``). A write to the forward's own
+    intermediate (``ReLU(inplace=True)`` on a convolution's output) needs nothing: the replay's
+    nodes read the written value by its slot."""
     if not effects:
         unchanged = all(tensor._value is value for tensor, value in zip(state_tensors, state_before))
         return [] if unchanged else None
-    if strict:
-        return None
     position: dict = {}
     for index, tensor in enumerate(state_tensors):
         position.setdefault(id(tensor), index)
     done: list = []
     final: dict = {}  # id(tensor) -> the value its last write left
     for effect in effects:
+        if effect[0] == "write" and _of_an_intermediate(effect, produced, position):
+            continue
+        if strict:
+            return None
         if effect[0] in ("draw", "check"):
             continue  # made again by the replay itself (``replay_source``)
         if effect[0] == "alongside":
@@ -45,7 +49,7 @@ def state_effects(effects: list, produced: dict, state_tensors: list, state_befo
                 return None
             done.append(effect)
             continue
-        _, tensor, value, plain = effect
+        _, tensor, value, plain, _ = effect
         written = position.get(id(tensor))
         if written is None or not plain or value not in produced or (VIEW_LINKS and id(tensor) in VIEW_LINKS):
             return None
@@ -55,6 +59,13 @@ def state_effects(effects: list, produced: dict, state_tensors: list, state_befo
         if tensor._value is not final.get(id(tensor), value):
             return None
     return done
+
+
+def _of_an_intermediate(write: tuple, produced: dict, position: dict) -> bool:
+    """Whether a write rebinds a tensor that held a value the forward made, and is no state and no
+    view (a view's write goes through to its base, which may be state)."""
+    _, tensor, _, _, before = write
+    return before in produced and id(tensor) not in position and not (VIEW_LINKS and id(tensor) in VIEW_LINKS)
 
 
 def reads_written_state(functions: dict, effects: list) -> bool:

@@ -82,6 +82,19 @@ class _Named(nn.Module):
         return {"logits": self.head(hidden), "hidden": (hidden, None)}
 
 
+class _InPlaceResidual(_Residual):
+    """torchvision's BasicBlock habit: in-place activations and sums on the block's own intermediates."""
+
+    def __init__(self, channels: int):
+        super().__init__(channels)
+        self.activation = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        out = self.activation(self.norm(self.conv(x)))
+        out += x
+        return self.activation(out)
+
+
 def _residual_network():
     return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), _Residual(16), _Residual(16), nn.AdaptiveAvgPool2d(1))
 
@@ -91,6 +104,12 @@ def _residual_network():
 # and keyword arguments, small weights that are never specialized.
 MODELS = [
     ("user blocks", _residual_network, lambda: (onnxnn.randn(2, 3, 12, 12),), {}),
+    (
+        "in-place blocks",
+        lambda: nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), _InPlaceResidual(16), nn.AdaptiveAvgPool2d(1)),
+        lambda: (onnxnn.randn(2, 3, 12, 12),),
+        {},
+    ),
     (
         "mlp",
         lambda: nn.Sequential(nn.Linear(96, 128), nn.ReLU(), nn.Linear(128, 10)),

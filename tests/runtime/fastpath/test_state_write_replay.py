@@ -115,6 +115,21 @@ def test_a_training_forward_writing_its_statistics_replays_to_the_same_bits(name
     assert replayed_versions == plain_versions
 
 
+def test_a_forward_writing_its_own_intermediates_in_place_replays_whole():
+    # ReLU(inplace=True) rewrites the first layer's output, which the same forward made: a replay's
+    # nodes compute it again, so the Sequential replays as one (its Linears are not called apart).
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(inplace=True), nn.Linear(8, 2))
+    batches = [onnxnn.randn(3, 4) for _ in range(4)]
+    with onnxnn.no_grad():
+        replayed = [model(x).numpy() for x in batches]
+        # The Sequential alone, traced at its second call: its Linears are never traced apart.
+        assert forward_replay.replay_info() == {"traced": 1, "replayed": 2}
+        with onnxnn.set_fast_path(False):
+            plain = [model(x).numpy() for x in batches]
+    for got, expected in zip(replayed, plain, strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_a_replayed_forward_asks_for_its_statistics_with_the_next_run():
     # Left pending, each step's running statistics would keep that step's whole forward alive.
     layer = nn.BatchNorm1d(4)
