@@ -125,7 +125,8 @@ def test_torch_data_parallel_state_dict_loads(no_cuda):
     )
     model = nn.DataParallel(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)))
     assert list(model.state_dict()) == list(torch_model.state_dict())
-    model.load_state_dict({key: onnxnn.tensor(value.numpy()) for key, value in torch_model.state_dict().items()})
+    # Where PyTorch sees a GPU, its DataParallel moves the module there: its values are read through cpu().
+    model.load_state_dict({key: onnxnn.tensor(value.cpu().numpy()) for key, value in torch_model.state_dict().items()})
     x = RNG.standard_normal((5, 3)).astype(np.float32)
-    expected = torch_model(torch.tensor(x)).detach().numpy()
+    expected = torch_model(torch.tensor(x)).detach().cpu().numpy()
     np.testing.assert_allclose(model(onnxnn.tensor(x)).detach().numpy(), expected, rtol=1e-5, atol=1e-6)

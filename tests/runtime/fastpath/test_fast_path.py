@@ -142,9 +142,9 @@ def _run_script(path: Path, monkeypatch):
         arrays = []
         for name, value in sorted(namespace.items()):
             if isinstance(value, onnxnn.Tensor):
-                arrays.append(value.detach().numpy())
-            elif isinstance(value, nn.Module):
-                arrays += [tensor.detach().numpy() for tensor in value.state_dict().values()]
+                arrays.append(value.detach().cpu().numpy())
+            elif isinstance(value, nn.Module):  # (on a machine with a GPU, 03_dynamic_net's is there)
+                arrays += [tensor.detach().cpu().numpy() for tensor in value.state_dict().values()]
         return [output] + arrays
 
     return workload
