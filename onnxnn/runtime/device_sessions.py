@@ -50,10 +50,12 @@ class DeviceBinder:
     own, dropped with the run, so that no binding keeps the last step's parameters alive.
     """
 
-    __slots__ = ("session", "device", "where", "index", "inner", "kept", "sources", "values", "fed", "lock")
+    __slots__ = ("session", "device", "where", "index", "inner", "kept", "sources", "values", "fed", "lock", "graph")
 
-    def __init__(self, session, device):
+    def __init__(self, session, device, graph=None):
+        """``graph``: the session's ``fastpath.cuda_graphs.GraphCapture``, where its runs may be replayed."""
         self.session = session
+        self.graph = graph
         self.device = device
         _, self.where = ONNXRUNTIME_PLACEMENT[device.type]
         self.index = device.index or 0
@@ -65,6 +67,16 @@ class DeviceBinder:
         self.lock = threading.Lock()  # one run at a time uses the kept binding; others bind their own
 
     def run(self, input_names: list, output_names: list, inputs: list) -> list:
+        graph = self.graph
+        if graph is None:
+            return self._run_plainly(input_names, output_names, inputs)
+        results = graph.run(inputs, input_names, output_names)
+        if results is None:
+            results = self._run_plainly(input_names, output_names, inputs)
+            graph.ran(inputs, results, input_names, output_names)
+        return results
+
+    def _run_plainly(self, input_names: list, output_names: list, inputs: list) -> list:
         if self.kept is not None and self.lock.acquire(blocking=False):
             try:
                 sources = self.sources

@@ -22,8 +22,10 @@ from ..ir.mode import MODE
 from ..ir.plan import IR_VERSION, OPSET_VERSION, GraphPlan
 from ..ir.model_building import build_model, work_estimate
 from .device_sessions import DeviceBinder, run_bound
+from .fastpath.cuda_graphs import graph_capture
 from .output_views import move_reshapes_out
 from .session_optimizers import disabled_optimizers
+from .static_shapes import fold_static_shapes, has_static_inputs
 from .split_sessions import SPINNING_MOST_SESSIONS, SPLIT_PART_KEY, SplitSession, session_runner
 
 __all__ = [
@@ -323,6 +325,8 @@ class CompiledSession:
             model = _round_per_op(model)
         # A reshaped output is a free numpy view on the host; a device's OrtValue has no such view.
         self.output_views = move_reshapes_out(model) if on_cpu else []
+        if not on_cpu and has_static_inputs(model):
+            model = fold_static_shapes(model)  # no shape arithmetic left to the CPU's provider
         try:
             self.session = create_session(model, providers, threads, profile_file_prefix)
         except Exception as error:
@@ -369,7 +373,10 @@ class DeviceSession(CompiledSession):
     def __init__(self, model: onnx.ModelProto, device, threads: int | None = None, profile_file_prefix=None):
         super().__init__(model, device, threads, profile_file_prefix)
         self.device = device
-        self.binder = DeviceBinder(self.session, device)
+        graph = None
+        if not self.copy_inputs and self.bfloat16_io is None and profile_file_prefix is None:
+            graph = graph_capture(self.model, device, self.threads, create_session)
+        self.binder = DeviceBinder(self.session, device, graph)
 
     def _compiled(self, model: onnx.ModelProto, threads: int) -> None:
         self.model = model  # (a CUDA graph of the same model is compiled from it: fastpath/cuda_graphs.py)

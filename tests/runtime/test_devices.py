@@ -20,7 +20,7 @@ from onnxnn import nn
 from onnxnn.ir import device_arrays
 from onnxnn.runtime import device_sessions
 from onnxnn.runtime.device_sessions import DeviceBinder
-from onnxnn.runtime.fastpath import compiled_calls, cuda_graphs
+from onnxnn.runtime.fastpath import cuda_graphs
 from onnxnn.runtime.realization import realize
 from onnxnn.runtime.sessions import session_for
 from tests.tolerances import accumulation_bound, assert_close_to_matmul, assert_within, conv_bound, sum_bound, ulps
@@ -178,17 +178,28 @@ def test_gradient_of_a_device_copy_returns_to_the_source_device(cuda):
     np.testing.assert_array_equal(x.grad.numpy(), np.full((3, 4), 3, np.float32))
 
 
-def _train(device: str, optimizer_name: str, steps: int) -> tuple[list, dict]:
+def _mlp():
+    return nn.Sequential(nn.Linear(10, 32), nn.Tanh(), nn.Linear(32, 3))
+
+
+def _convolutional():
+    return nn.Sequential(
+        nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3)
+    )
+
+
+def _train(device: str, optimizer_name: str, steps: int, build=_mlp, input_shape=(16, 10)) -> tuple[list, dict]:
+    """``steps`` steps of ``build()`` in float64 on ``device``: each loss, then the state."""
     onnxnn.manual_seed(7)
-    model = nn.Sequential(nn.Linear(10, 32), nn.Tanh(), nn.Linear(32, 3)).double().to(device)
+    model = build().double().to(device)
     optimizer = {
         "SGD": lambda p: onnxnn.optim.SGD(p, lr=0.1, momentum=0.9),
         "Adam": lambda p: onnxnn.optim.Adam(p, lr=1e-2),
         "AdamW": lambda p: onnxnn.optim.AdamW(p, lr=1e-2),
     }[optimizer_name](model.parameters())
     rng = np.random.default_rng(0)
-    inputs = onnxnn.tensor(rng.standard_normal((16, 10)), device=device)
-    targets = onnxnn.tensor(rng.standard_normal((16, 3)), device=device)
+    inputs = onnxnn.tensor(rng.standard_normal(input_shape), device=device)
+    targets = onnxnn.tensor(rng.standard_normal((input_shape[0], 3)), device=device)
     losses = []
     for _ in range(steps):
         optimizer.zero_grad()
@@ -207,6 +218,18 @@ def test_training_on_the_device_follows_the_cpu(cuda, optimizer_name):
     # updates are Lipschitz with constants near 1 over 8 steps, so 1e-10 bounds the drift with room.
     cpu_losses, cpu_state = _train("cpu", optimizer_name, 8)
     losses, state = _train("cuda", optimizer_name, 8)
+    np.testing.assert_allclose(losses, cpu_losses, rtol=1e-10)
+    assert losses[-1] < losses[0]
+    for name, value in cpu_state.items():
+        np.testing.assert_allclose(state[name], value, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_a_convolutional_training_step_on_the_device_follows_the_cpu(cuda):
+    # Batch normalization's and the convolution gradients' lowerings read shapes in the graph; on
+    # the device, the static graph gets them as constants (runtime/static_shapes.py). float64: the
+    # statistics sum 8 * 6 * 6 = 288 terms (gamma(288) ~ 6.4e-14 relative), over 5 steps.
+    cpu_losses, cpu_state = _train("cpu", "SGD", 5, _convolutional, (8, 2, 6, 6))
+    losses, state = _train("cuda", "SGD", 5, _convolutional, (8, 2, 6, 6))
     np.testing.assert_allclose(losses, cpu_losses, rtol=1e-10)
     assert losses[-1] < losses[0]
     for name, value in cpu_state.items():
@@ -286,6 +309,8 @@ def _add_session(device):
 
 
 def test_a_session_keeps_its_binding_while_its_weights_stay(cuda, monkeypatch):
+    # The plain session's binding: on a GPU, its later runs would replay a CUDA graph instead.
+    monkeypatch.setattr(cuda_graphs, "CAPTURE_AFTER_RUNS", 100)
     session = _add_session(onnxnn.device("cuda"))
     weight = device_arrays.to_ortvalue(np.array([1, 2, 3], np.float32), onnxnn.device("cuda"))
     bound = []
@@ -342,31 +367,61 @@ def test_python_scalars_on_the_device_are_uploaded_once(cuda, monkeypatch):
         np.testing.assert_allclose(result, host * 0.5 + step, rtol=2**-23)
 
 
-@pytest.mark.skipif(not REAL_CUDA, reason=NO_CUDA_REASON)
-def test_compiled_calls_replay_a_cuda_graph(monkeypatch):
-    replays = []
+def _counted_replays(monkeypatch) -> list:
+    """A list that gains an entry at each CUDA graph replay of a session made from now on."""
+    onnxnn.clear_caches()  # an earlier test's sessions may have captured their graphs already
+    replays: list = []
     original = cuda_graphs._Replay.__call__
     monkeypatch.setattr(
         cuda_graphs._Replay, "__call__", lambda self, arrays: replays.append(1) or original(self, arrays)
     )
+    return replays
+
+
+@pytest.mark.skipif(not REAL_CUDA, reason=NO_CUDA_REASON)
+def test_compiled_calls_replay_a_cuda_graph(monkeypatch):
+    replays = _counted_replays(monkeypatch)
     model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 2)).eval()
-    batches = [np.random.default_rng(seed).standard_normal((3, 6)).astype(np.float32) for seed in range(5)]
+    batches = [np.random.default_rng(seed).standard_normal((3, 6)).astype(np.float32) for seed in range(6)]
     expected = [model(onnxnn.tensor(x)).detach().numpy() for x in batches]
     model.to("cuda")
     compiled = onnxnn.compile(model)
-    calls = []
-    original_build = compiled_calls.captured_call
-    monkeypatch.setattr(compiled_calls, "captured_call", lambda *args: calls.append(original_build(*args)) or calls[-1])
     with onnxnn.no_grad():  # a compiled module's calls take their fast path in inference
         outputs = [compiled(onnxnn.tensor(x, device="cuda")) for x in batches]
-    reasons = [getattr(call, "reason", type(call).__name__) for call in calls]
-    assert len(replays) >= 2, reasons  # the later calls replayed the graph
+    assert len(replays) >= 2  # the later calls replayed the graph
     for output, reference in zip(outputs, expected):  # read at the end: each call's result is its own
         np.testing.assert_allclose(output.detach().cpu().numpy(), reference, rtol=1e-5, atol=1e-6)
+    replayed = len(replays)
     with onnxnn.no_grad():
-        model[2].bias.add_(1.0)  # new weights: the captured graph's buffers are stale, the call runs plainly
-        moved = compiled(onnxnn.tensor(batches[0], device="cuda")).cpu().numpy()
-    np.testing.assert_allclose(moved, expected[0] + 1.0, rtol=1e-5, atol=1e-5)
+        model[2].bias.add_(1.0)  # a new weight: copied into the graph's buffer at the next replay
+        moved = [compiled(onnxnn.tensor(batches[0], device="cuda")).cpu().numpy() for _ in range(4)]
+    assert len(replays) > replayed
+    for result in moved:
+        np.testing.assert_allclose(result, expected[0] + 1.0, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not REAL_CUDA, reason=NO_CUDA_REASON)
+@pytest.mark.parametrize("optimizer_name", ["SGD", "Adam"])
+def test_training_steps_replay_a_cuda_graph_and_follow_the_cpu(monkeypatch, optimizer_name):
+    replays = _counted_replays(monkeypatch)
+    cpu_losses, cpu_state = _train("cpu", optimizer_name, 8)
+    losses, state = _train("cuda", optimizer_name, 8)
+    assert len(replays) >= 4  # each step is one graph: captured after its first runs, replayed after
+    # The tolerances of test_training_on_the_device_follows_the_cpu: float64, at most 32 terms a sum.
+    np.testing.assert_allclose(losses, cpu_losses, rtol=1e-10)
+    for name, value in cpu_state.items():
+        np.testing.assert_allclose(state[name], value, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.skipif(not REAL_CUDA, reason=NO_CUDA_REASON)
+@pytest.mark.parametrize("condition", ["fast path off", "over the memory bound"])
+def test_graphs_are_not_replayed_where_they_should_not_be(monkeypatch, condition):
+    replays = _counted_replays(monkeypatch)
+    if condition == "over the memory bound":
+        monkeypatch.setattr(cuda_graphs, "CAPTURE_BYTES", 16)
+    with onnxnn.set_fast_path(condition != "fast path off"):
+        losses, _ = _train("cuda", "SGD", 6)
+    assert replays == [] and losses[-1] < losses[0]
 
 
 # --------------------------------------------------------------------- the default device

@@ -45,7 +45,6 @@ from ...ir.plan import GraphPlan, plan
 from ..realization import run_plan
 from ..tensor import Tensor
 from . import forward_replay
-from .cuda_graphs import captured_call
 from .forward_replay import ForwardTemplates, arguments_key, relinked, result_structure
 from .plan_cache import Entry
 
@@ -196,8 +195,7 @@ class _PreparedRun:
         # Any other input is a constant of the (strict) trace: the template holds that very value.
         sources = [where.get(id(value), (_FIXED, value)) for value in graph.inputs]
         if specialization is None:
-            fixed = [kind != _ARGUMENT for kind, _ in sources]  # module state and the trace's constants
-            checks, feeds, runner = [], sources, captured_call(entry.runner, fixed, graph.inputs, graph.outputs)
+            checks, feeds, runner = [], sources, entry.runner
         else:
             checks = [
                 (sources[i], reference) for i, reference in zip(specialization.positions, specialization.references)

@@ -1,12 +1,22 @@
-"""CUDA graph replay of compiled calls: a compiled module's call on a GPU launches one captured graph
-instead of each of its kernels.
+"""CUDA graph replay of sessions on a GPU: a session that runs again with the same shapes launches
+one captured graph instead of each of its kernels.
 
-onnxruntime's CUDA provider (``enable_cuda_graph``) captures a session's kernels at a run and replays
-them after, reading and writing the very buffers bound at capture. So a captured call binds the
-module's state (its weights: fixed while they are the values the call was traced with) where it
-lies, copies each argument into a buffer of its own before the replay, and copies each result out
-of the output buffers after it (the next replay overwrites them; onnxnn's values never change). A
-graph with nodes on the CPU provider cannot be captured: its calls keep the plain session.
+onnxruntime's CUDA provider (``enable_cuda_graph``) captures a session's kernels at a run and
+replays them after, reading and writing the very buffers bound at capture. So once a session on
+the CUDA provider has run ``CAPTURE_AFTER_RUNS`` times with the same input and output shapes (a
+training step, a compiled call, any loop's repeated graph), a twin session with graph capture on
+runs in its place (``GraphCapture``):
+
+- each input is copied into a buffer of its own before the replay, except one that is the very
+  array copied there last time: onnxnn's arrays never change once made, so a model's weights are
+  copied once, while the parameters an optimizer step replaced are copied at the next step;
+- each result is copied out of the output buffers into an array of its own after it (the next
+  replay overwrites them).
+
+A graph with nodes the CUDA provider cannot run, symbolic shapes, inputs a kernel writes, bfloat16
+inputs or outputs, or more than ``CAPTURE_BYTES`` of inputs and outputs keeps its plain session, as
+does any run while the fast path is off (``onnxnn.set_fast_path``). The twin computes with the same
+kernels, so results match the plain session's up to cuDNN choosing other algorithms in its search.
 
 Raw onnxruntime on an H200, one process: an MLP 784-512-512-10 at batch 64 0.085 -> 0.043 ms a
 run, resnet50 at batch 8 4.37 -> 4.15 ms (benchmarks/bench_gpu.py measures onnxnn's calls).
@@ -15,145 +25,191 @@ run, resnet50 at batch 8 4.37 -> 4.15 ms (benchmarks/bench_gpu.py measures onnxn
 from __future__ import annotations
 
 import threading
+import weakref
+from typing import Callable
 
 import numpy as np
+from onnx import helper
 
 from ...ir.cuda_libraries import cuda_runtime
-from ...ir.device_arrays import ONNXRUNTIME_PLACEMENT, execution_provider, to_ortvalue
-from ..sessions import DeviceSession, create_session
+from ...ir.device_arrays import ONNXRUNTIME_PLACEMENT, execution_provider, shape_of
+from ...ir.mode import MODE
+from ..static_shapes import has_static_inputs
 
-__all__ = ["CapturedCall", "captured_call"]
+__all__ = ["GraphCapture", "graph_capture", "CAPTURE_AFTER_RUNS", "CAPTURE_BYTES"]
 
 _DEVICE_TO_DEVICE = 3  # cudaMemcpyDeviceToDevice
-# A call replays from its second run on: a one-off call never pays for a second session and a capture.
-CAPTURE_AFTER_RUNS = 1
+# Plain runs with the same shapes before the twin is made: a graph run once or twice (a one-off
+# evaluation, a model's first steps) never pays for a second session and a capture.
+CAPTURE_AFTER_RUNS = 2
+# The twin's buffers hold a copy of every input and output: past this many bytes (a large model's
+# parameters and optimizer state) the memory is worth more than the launches saved.
+CAPTURE_BYTES = 1 << 30
 
 
-def captured_call(runner, fixed: list, inputs: list, outputs: list):
-    """``runner`` (a compiled call's session) replayed as a CUDA graph where it can be, else ``runner``.
+def graph_capture(model, device, threads: int, make_session: Callable) -> "GraphCapture | None":
+    """A ``GraphCapture`` for a session of ``model`` on ``device``, or None where its graph could not
+    be replayed: another provider than CUDA's, or input shapes left symbolic.
 
     Args:
-        fixed: per input, whether it is the module's state or a constant of the trace (bound once)
-            rather than an argument of the call (copied in at each call).
-        inputs, outputs: the plan's input and output values (shapes and dtypes).
+        make_session: ``make_session(model, providers, threads)``, an onnxruntime session.
     """
-    if not isinstance(runner, DeviceSession) or runner.copy_inputs or runner.bfloat16_io is not None:
-        return runner
-    provider, _ = ONNXRUNTIME_PLACEMENT[runner.device.type]
+    provider, _ = ONNXRUNTIME_PLACEMENT[device.type]
     if provider != "CUDAExecutionProvider":
-        return runner
-    return CapturedCall(runner, fixed, inputs, outputs)
+        return None
+    if not has_static_inputs(model):
+        return None
+    return GraphCapture(lambda: _twin(model, device, threads, make_session), device)
 
 
-class CapturedCall:
-    """A compiled call's session and, from its second run, the CUDA graph that stands in for it."""
+def _twin(model, device, threads: int, make_session: Callable):
+    provider, options = execution_provider(device)[0]
+    # No CPU provider: a node the CUDA provider cannot run fails the twin, and the plain session stays.
+    return make_session(model, [(provider, {**options, "enable_cuda_graph": "1"})], threads)
 
-    __slots__ = ("runner", "fixed", "input_specs", "output_specs", "runs", "replay", "retired", "reason", "lock")
 
-    def __init__(self, runner: DeviceSession, fixed: list, inputs: list, outputs: list):
-        self.runner = runner
-        self.fixed = fixed
-        self.input_specs = [(value.shape, value.dtype.numpy_dtype) for value in inputs]
-        self.output_specs = [(value.shape, value.dtype.numpy_dtype) for value in outputs]
+class GraphCapture:
+    """One session's plain runs until they repeat, then the captured twin that stands in for them.
+
+    ``reason`` says why there is no twin, once there will never be one.
+    """
+
+    __slots__ = ("make_twin", "device", "shapes", "runs", "replay", "reason", "lock")
+
+    def __init__(self, make_twin: Callable, device):
+        self.make_twin = make_twin
+        self.device = device
+        self.shapes: tuple | None = None  # the input and output shapes of the runs counted
         self.runs = 0
         self.replay: _Replay | None = None
-        self.retired = False  # the graph could not be captured, or its state changed: plain runs
-        self.reason: str | None = None  # why, once retired
+        self.reason: str | None = None
         self.lock = threading.Lock()  # one replay at a time uses the buffers; others run plainly
 
-    def __call__(self, arrays: list) -> list:
-        self.runs += 1
-        if self.retired or self.runs <= CAPTURE_AFTER_RUNS or not self.lock.acquire(blocking=False):
-            return self.runner(arrays)
+    def run(self, inputs: list, input_names: list, output_names: list) -> list | None:
+        """The results of a replay, or None: the plain session runs (and ``ran`` is told)."""
+        replay = self.replay
+        if replay is None or not MODE.fast_path or not self.lock.acquire(blocking=False):
+            return None
         try:
-            replay = self.replay
-            if replay is None:
-                try:
-                    replay = self.replay = _Replay(self, arrays)
-                except Exception as error:  # nodes on the CPU provider, or a provider without graphs
-                    self.retired, self.reason = True, f"not captured: {error}"
-                    return self.runner(arrays)
-            elif not replay.holds(arrays):
-                self.retired, self.replay = True, None  # new weights: the captured buffers are stale
-                self.reason = "the module's state changed since the capture"
-                return self.runner(arrays)
-            return replay(arrays)
+            return replay(inputs)
+        except Exception as error:  # the capture failed: an op that reads its data on the host
+            self.replay, self.reason = None, f"the capture failed: {error}"
+            return None
         finally:
             self.lock.release()
 
+    def ran(self, inputs: list, results: list, input_names: list, output_names: list) -> None:
+        """Notes a plain run; makes the twin once ``CAPTURE_AFTER_RUNS`` runs had the same shapes."""
+        if self.replay is not None or self.reason is not None or not MODE.fast_path:
+            return
+        shapes = (tuple(map(shape_of, inputs)), tuple(map(shape_of, results)))
+        if shapes != self.shapes:
+            self.shapes, self.runs = shapes, 0
+        self.runs += 1
+        if self.runs < CAPTURE_AFTER_RUNS:
+            return
+        sizes = [_byte_size(data) for data in inputs] + [_byte_size(data) for data in results]
+        if sum(sizes) > CAPTURE_BYTES:
+            self.reason = f"its inputs and outputs take {sum(sizes)} bytes (more than {CAPTURE_BYTES})"
+            return
+        try:
+            self.replay = _Replay(self.make_twin(), self.device, inputs, results, input_names, output_names)
+        except Exception as error:  # nodes the CUDA provider cannot run
+            self.reason = f"not captured: {error}"
+
 
 class _Replay:
-    """The captured session, its fixed bindings and the buffers of the call's arguments and results."""
+    """The captured twin, its bound buffers, and which array each input buffer holds a copy of."""
 
-    __slots__ = ("session", "binding", "bound", "buffers", "results", "output_specs", "device", "where")
+    __slots__ = ("session", "binding", "buffers", "copied", "results", "where", "index")
 
-    def __init__(self, call: CapturedCall, arrays: list):
-        runner = call.runner
-        self.device = runner.device
-        _, self.where = ONNXRUNTIME_PLACEMENT[self.device.type]
-        index = self.device.index or 0
-        provider, options = execution_provider(self.device)[0]
-        providers = [(provider, {**options, "enable_cuda_graph": "1"})]  # no CPU fallback: every node captured
-        self.session = create_session(runner.model, providers, runner.threads)
-        self.binding = self.session.io_binding()
-        self.bound: list = []  # per input: the fixed array it was bound with (None for arguments)
-        self.buffers: list = []  # per input: the OrtValue bound (an argument's buffer, or the state itself)
-        for name, data, fixed, (shape, dtype) in zip(runner.input_names, arrays, call.fixed, call.input_specs):
-            if fixed:
-                value = to_ortvalue(data, self.device)
-                self.bound.append(data)
-            else:
-                value = _allocate(shape, dtype, self.where, index)
-                self.bound.append(None)
-            self.buffers.append(value)
-            self.binding.bind_ortvalue_input(name, value)
-        self.output_specs = call.output_specs
-        self.results = [_allocate(shape, dtype, self.where, index) for shape, dtype in call.output_specs]
-        for name, value in zip(runner.output_names, self.results):
-            self.binding.bind_ortvalue_output(name, value)
+    def __init__(self, session, device, inputs: list, results: list, input_names: list, output_names: list):
+        self.session = session
+        _, self.where = ONNXRUNTIME_PLACEMENT[device.type]
+        self.index = device.index or 0
+        self.binding = session.io_binding()
+        self.buffers = [self._allocate(shape_of(data), _dtype_of(data)) for data in inputs]
+        self.copied: list = [_DEAD] * len(inputs)  # weak references: a copied array may go
+        for name, buffer in zip(input_names, self.buffers):
+            self.binding.bind_ortvalue_input(name, buffer)
+        self.results = [
+            (shape_of(data), _dtype_of(data), self._allocate(shape_of(data), _dtype_of(data))) for data in results
+        ]
+        for name, (_, _, buffer) in zip(output_names, self.results):
+            self.binding.bind_ortvalue_output(name, buffer)
 
-    def holds(self, arrays: list) -> bool:
-        """Whether every fixed input is still the very array the graph was captured with."""
-        return all(bound is None or bound is data for bound, data in zip(self.bound, arrays))
+    def _allocate(self, shape: tuple, dtype):
+        import onnxruntime  # deferred: loaded by the sessions already
 
-    def __call__(self, arrays: list) -> list:
+        return onnxruntime.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, self.where, self.index)
+
+    def __call__(self, inputs: list) -> list | None:
         runtime = cuda_runtime()
-        for bound, buffer, data in zip(self.bound, self.buffers, arrays):
-            if bound is None:
-                _copy_into(runtime, buffer, data)
+        copied = self.copied
+        for position, data in enumerate(inputs):
+            if copied[position]() is not data:
+                if not _copy_into(runtime, self.buffers[position], data):
+                    return None  # another size than captured: the plain session runs
+                copied[position] = _weak(data)
         runtime.cudaDeviceSynchronize()  # the copies, on CUDA's default stream, before the replay's stream
         self.session.run_with_iobinding(self.binding)
         runtime.cudaDeviceSynchronize()
-        index = self.device.index or 0
-        copies = []
-        for result, (shape, dtype) in zip(self.results, self.output_specs):
-            copy = _allocate(shape, dtype, self.where, index)
+        outputs = []
+        for shape, dtype, result in self.results:
+            output = self._allocate(shape, dtype)
             _check(
-                runtime.cudaMemcpy(copy.data_ptr(), result.data_ptr(), result.tensor_size_in_bytes(), _DEVICE_TO_DEVICE)
+                runtime.cudaMemcpy(
+                    output.data_ptr(), result.data_ptr(), result.tensor_size_in_bytes(), _DEVICE_TO_DEVICE
+                )
             )
-            copies.append(copy)
+            outputs.append(output)
         runtime.cudaDeviceSynchronize()  # the next replay overwrites the buffers these copies read
-        return copies
+        return outputs
 
 
-def _allocate(shape, dtype, where: str, index: int):
-    import onnxruntime  # deferred: loaded by the sessions already
+def _dtype_of(data):
+    """The numpy dtype of a numpy or CuPy array or an OrtValue."""
+    dtype = getattr(data, "dtype", None)
+    if dtype is not None:
+        return np.dtype(dtype)
+    return helper.tensor_dtype_to_np_dtype(data.element_type())
 
-    return onnxruntime.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, where, index)
+
+def _byte_size(data) -> int:
+    size = getattr(data, "nbytes", None)
+    return size if size is not None else data.tensor_size_in_bytes()
 
 
-def _copy_into(runtime, buffer, data) -> None:
-    """Copies an argument's array (an OrtValue or a CuPy array on the device, or a numpy array) into ``buffer``."""
+def _copy_into(runtime, buffer, data) -> bool:
+    """Copies an input (an OrtValue or a CuPy array on the device, or a numpy array) into ``buffer``;
+    False where its size is not the buffer's."""
     if type(data) is np.ndarray:
+        if data.nbytes != buffer.tensor_size_in_bytes():
+            return False
         buffer.update_inplace(np.asarray(data, order="C"))
-        return
+        return True
     if hasattr(data, "data_ptr"):  # an OrtValue
         source, size = data.data_ptr(), data.tensor_size_in_bytes()
     else:  # a CuPy array
+        data = data if data.flags.c_contiguous else data.copy()
         source, size = data.data.ptr, data.nbytes
+    if size != buffer.tensor_size_in_bytes():
+        return False
     _check(runtime.cudaMemcpy(buffer.data_ptr(), source, size, _DEVICE_TO_DEVICE))
+    return True
 
 
 def _check(status: int) -> None:
     if status != 0:
-        raise RuntimeError(f"CUDA's runtime failed to copy a captured call's array (cudaError {status})")
+        raise RuntimeError(f"CUDA's runtime failed to copy a captured graph's array (cudaError {status})")
+
+
+def _weak(data):
+    try:
+        return weakref.ref(data)
+    except TypeError:  # not weakly referable: copied at every replay
+        return _DEAD
+
+
+def _DEAD():
+    return None
