@@ -391,7 +391,16 @@ class _Archive:
     def __init__(self, data: bytes, source: str):
         self._data = data
         self._source = source
-        infos = self._infos(data)
+        try:
+            infos = self._infos(data)
+        except CheckpointError:
+            # Pythons that check the zip64 end record against where it was found (Ubuntu's 3.12.3,
+            # with CPython's later fix backported) refuse two torch.save archives written one after
+            # the other into one stream: the second's record does not describe the whole stream.
+            first_end = _first_archive_end(data)
+            if first_end is None or data[first_end : first_end + 4] != _LOCAL_HEADER:
+                raise
+            infos = self._infos(data[:first_end])
         if infos and min(info.header_offset for info in infos) > 0:
             # Python's zipfile reads the archive the *last* end record describes and takes the bytes
             # before it as a prefix: for two torch.save archives written one after the other into
@@ -471,6 +480,9 @@ class _Archive:
             raise self._damaged(f"member {info.filename!r} has no local header at byte {header}")
         name_length, extra_length = struct.unpack_from("<HH", self._data, header + 26)
         return header + 30 + name_length + extra_length
+
+
+_LOCAL_HEADER = b"PK\x03\x04"  # what a zip archive's first member begins with
 
 
 def _first_archive_end(data: bytes) -> int | None:
