@@ -5,8 +5,9 @@ count, a convolution gradient's spatial extent) so that one session can serve se
 (``sessions.symbolic_inputs``). onnxruntime's CUDA provider leaves such shape arithmetic to the CPU
 provider, which costs copies between the two, and a graph with any node on the CPU cannot be
 captured as a CUDA graph (``fastpath/cuda_graphs.py``). Where every input's shape is fixed, ONNX's
-shape inference gives the shapes read, and each read becomes a constant; onnxruntime then folds the
-arithmetic on them when the session is built.
+shape inference gives the shapes read (propagating the values of shape reads through the ops that
+compute a reshape's target from them), and each read becomes a constant; onnxruntime then folds
+the arithmetic on them when the session is built.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def fold_static_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     if not any(node.op_type in _FOLDED for node in model.graph.node):
         return model
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:  # an op shape inference does not know stops nothing: the reads stay
         return model
     graph = inferred.graph

@@ -54,6 +54,29 @@ def test_a_read_of_a_known_shape_becomes_the_constant_onnxruntime_computes(op, a
     np.testing.assert_array_equal(result, computed)
 
 
+def test_a_read_of_a_shape_made_from_other_reads_is_folded_too():
+    # Reshape(x, Concat(Shape(x)[:1], [-1])): the reshaped shape is known only by propagating the
+    # values of the shape reads through Concat (the lowerings' pattern).
+    nodes = [
+        helper.make_node("Shape", ["x"], ["batch"], end=1),
+        helper.make_node("Concat", ["batch", "rest"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["flat"]),
+        helper.make_node("Shape", ["flat"], ["read"]),
+        helper.make_node("Add", ["read", "read"], ["doubled"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "flatten",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])],
+        [helper.make_tensor_value_info("doubled", TensorProto.INT64, None)],
+        [helper.make_tensor("rest", TensorProto.INT64, [1], [-1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    folded = fold_static_shapes(model)
+    assert [node.op_type for node in folded.graph.node] == ["Concat", "Reshape", "Add"]
+    np.testing.assert_array_equal(_run(folded), _run(model))
+
+
 def test_a_graph_with_a_symbolic_input_is_not_static():
     assert has_static_inputs(_model("Size", {}, 2))
     assert not has_static_inputs(_model("Size", {}, "batch"))
