@@ -102,11 +102,19 @@ def _masked(input: Tensor, p: float, training: bool, inplace: bool, feature: boo
         # Drawn so that a forward replay draws it anew (a layer with dropout replays in training).
         mask = drawn_constant_tensor(draw_mask, input.dtype, input.device)
         return _apply(input, inplace, lambda x: _ops.mul(x, mask))
-    # Alpha dropout's draw is a plain one: a forward drawing it is never replayed.
-    keep = _random.bernoulli(noise_shape, 1.0 - p).astype(np.float64)
     a = 1.0 / math.sqrt((_SELU_NEGATIVE_SATURATION**2 * p + 1) * (1 - p))
-    shift = (keep - 1.0) * (_SELU_NEGATIVE_SATURATION * a) + _SELU_NEGATIVE_SATURATION * a * p
-    return _apply(input, inplace, lambda x: _ops.mul(x, _data(input, keep * a)) + _data(input, shift))
+    numpy_dtype = input.dtype.numpy_dtype
+
+    def draw_scale_and_shift() -> np.ndarray:
+        # One draw, two arrays: the scale and the shift, each computed in float64 and rounded once
+        # to the input's dtype, stacked so that one drawn constant holds both.
+        keep = _random.bernoulli(noise_shape, 1.0 - p).astype(np.float64)
+        shift = (keep - 1.0) * (_SELU_NEGATIVE_SATURATION * a) + _SELU_NEGATIVE_SATURATION * a * p
+        return np.stack([keep * a, shift]).astype(numpy_dtype)
+
+    scale_and_shift = drawn_constant_tensor(draw_scale_and_shift, input.dtype, input.device)
+    scale, shift = scale_and_shift[0], scale_and_shift[1]
+    return _apply(input, inplace, lambda x: _ops.mul(x, scale) + shift)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:

@@ -3,8 +3,8 @@
 A forward that draws through ``internal.drawn_constant_tensor`` (dropout's masks) is replayed with
 each draw made again, in the order the forward made them and whether or not its value is read, so
 that the generator's stream moves as a plain call's: the same masks, losses, parameters and
-generator state with the fast path on and off. Other draws (``onnxnn.randn`` in a forward, alpha
-dropout's) keep the forward running at every call.
+generator state with the fast path on and off. Other draws (``onnxnn.randn`` in a forward) keep
+the forward running at every call.
 """
 
 from __future__ import annotations
@@ -51,8 +51,13 @@ MODELS = [
     ),
     ("unread_mask", _DropsUnread, (4, 6), True),
     ("rrelu", lambda: nn.Sequential(nn.Linear(6, 8), nn.RReLU(), nn.Linear(8, 3)), (5, 6), True),
-    # Alpha dropout draws plainly: the Sequential never replays, its Linear and SELU do.
-    ("alpha_dropout", lambda: nn.Sequential(nn.Linear(6, 8), nn.SELU(), nn.AlphaDropout(0.2)), (5, 6), False),
+    ("alpha_dropout", lambda: nn.Sequential(nn.Linear(6, 8), nn.SELU(), nn.AlphaDropout(0.2)), (5, 6), True),
+    (
+        "feature_alpha_dropout",
+        lambda: nn.Sequential(nn.Conv2d(2, 4, 3), nn.SELU(), nn.FeatureAlphaDropout(0.4), nn.Flatten()),
+        (3, 2, 5, 5),
+        True,
+    ),
 ]
 
 
