@@ -70,7 +70,7 @@ class DeviceBinder:
         graph = self.graph
         if graph is None:
             return self._run_plainly(input_names, output_names, inputs)
-        results = graph.run(inputs, input_names, output_names)
+        results = graph.run(inputs)
         if results is None:
             results = self._run_plainly(input_names, output_names, inputs)
             graph.ran(inputs, results, input_names, output_names)

@@ -85,7 +85,7 @@ class GraphCapture:
         self.reason: str | None = None
         self.lock = threading.Lock()  # one replay at a time uses the buffers; others run plainly
 
-    def run(self, inputs: list, input_names: list, output_names: list) -> list | None:
+    def run(self, inputs: list) -> list | None:
         """The results of a replay, or None: the plain session runs (and ``ran`` is told)."""
         replay = self.replay
         if replay is None or not MODE.fast_path or not self.lock.acquire(blocking=False):
