@@ -259,16 +259,19 @@ def create_session(
     providers=("CPUExecutionProvider",),
     threads: int = 0,
     profile_file_prefix: str | None = None,
+    quiet: bool = False,
 ):
     """An onnxruntime InferenceSession with onnxnn's options (``threads=0``: onnxruntime's default).
 
     ``profile_file_prefix``, when given, turns on onnxruntime's profiler for the session (used by
     ``onnxnn.profiler``): ``end_profiling()`` then writes its events to a JSON file with that prefix.
+    ``quiet``: onnxruntime logs only fatal errors, for a session whose failure the caller expects
+    and handles (a CUDA graph twin of a graph the CUDA provider cannot run whole).
     """
     import onnxruntime  # deferred: importing onnxruntime costs ~0.3 s, paid only when a session is built
 
     options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4 if quiet else 3
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = MODE.inter_op_threads
     cut = _cut_part(model) if list(providers) == ["CPUExecutionProvider"] else None

@@ -52,7 +52,8 @@ def graph_capture(model, device, threads: int, make_session: Callable) -> "Graph
     be replayed: another provider than CUDA's, or input shapes left symbolic.
 
     Args:
-        make_session: ``make_session(model, providers, threads)``, an onnxruntime session.
+        make_session: ``make_session(model, providers, threads, quiet=True)``, an onnxruntime session
+            that logs no error of its own when it cannot be made.
     """
     provider, _ = ONNXRUNTIME_PLACEMENT[device.type]
     if provider != "CUDAExecutionProvider":
@@ -64,8 +65,9 @@ def graph_capture(model, device, threads: int, make_session: Callable) -> "Graph
 
 def _twin(model, device, threads: int, make_session: Callable):
     provider, options = execution_provider(device)[0]
-    # No CPU provider: a node the CUDA provider cannot run fails the twin, and the plain session stays.
-    return make_session(model, [(provider, {**options, "enable_cuda_graph": "1"})], threads)
+    # No CPU provider: a node the CUDA provider cannot run fails the twin, and the plain session stays
+    # (onnxruntime would print that failure in red: ``GraphCapture.reason`` keeps it instead).
+    return make_session(model, [(provider, {**options, "enable_cuda_graph": "1"})], threads, quiet=True)
 
 
 class GraphCapture:
