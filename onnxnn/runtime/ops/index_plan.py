@@ -8,11 +8,13 @@ with one Gather or GatherND. ``indexing.py`` applies the plan for reading and wr
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from ...ir import dtypes
+from ..internal import check_known_data
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant
 
 __all__ = ["IndexPlan", "as_int64", "check_index_dtype", "sequence_as_tuple"]
@@ -31,6 +33,12 @@ def check_index_dtype(index: Tensor) -> None:
 def as_int64(indices: Tensor) -> Tensor:
     """``indices`` as int64 (a Cast node only where they are not)."""
     return indices if indices.dtype is dtypes.int64 else indices.to(dtypes.int64)
+
+
+def _check_in_bounds(size: int, dim: int, index: np.ndarray) -> None:
+    outside = (index < -size) | (index >= size)
+    if outside.any():
+        raise IndexError(f"index {int(index[outside].flat[0])} is out of bounds for dimension {dim} with size {size}")
 
 
 def sequence_as_tuple(key) -> bool:
@@ -67,9 +75,14 @@ def _classify(item):
     if isinstance(item, Tensor):
         check_index_dtype(item)
         category = item.dtype.category
-        if item.dim() == 0 or item._value.data is not None or category == 0 or item.dtype is dtypes.uint8:
+        if item.dim() == 0 or category == 0 or item.dtype is dtypes.uint8:
             # Masks need their data to know the result's shape; 0-d indices select, as PyTorch's item().
             return _array_item(item._realized_data())
+        if item._value.data is not None and item.dtype is not dtypes.int64:
+            return _array_item(item._realized_data())
+        # An int64 index, even one already computed (Swin's relative_position_index buffer), enters
+        # the graph as a tensor: a forward replay gathers it where the forward found it, and its data
+        # is never copied from a GPU. A computed one is checked as its array would be (``_index``).
         return ("index", as_int64(item))
     if isinstance(item, np.ndarray):
         return _array_item(item)
@@ -193,14 +206,12 @@ class IndexPlan:
 
     def _index(self, dim: int, index) -> None:
         size = self.shape[dim]
+        in_bounds = functools.partial(_check_in_bounds, size, len(self.basic_shape))
         if isinstance(index, np.ndarray):
-            outside = (index < -size) | (index >= size)
-            if outside.any():
-                raise IndexError(
-                    f"index {int(index[outside].flat[0])} is out of bounds for dimension "
-                    f"{len(self.basic_shape)} with size {size}"
-                )
+            in_bounds(index)
             index = index % max(size, 1)
+        elif index._value.data is not None:
+            check_known_data(index, in_bounds)  # at each replay of a traced forward too
         self.advanced.append((len(self.basic_shape), index))
         self.basic_shape.append(size)
 

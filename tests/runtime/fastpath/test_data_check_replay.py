@@ -37,6 +37,20 @@ class _Classifier(nn.Module):
         return self.loss(self.linear(x), self.target)
 
 
+class _Lookup(nn.Module):
+    """Indexes its table with its argument, or with its own index buffer (Swin's relative position bias)."""
+
+    __module__ = "onnxnn.nn.modules.test_only"
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(onnxnn.randn(5, 3))
+        self.register_buffer("index", onnxnn.tensor([[0, 4], [2, -1]]))
+
+    def forward(self, index=None):
+        return self.table[self.index if index is None else index] * 2
+
+
 class _NormalizedThenChecked(nn.Module):
     """Writes its running statistics, then checks its targets: never replayed."""
 
@@ -145,6 +159,13 @@ CHECKING_LAYERS = [
         (RuntimeError, "Index 1 of input takes value 9"),
     ),
     (
+        "indexing",
+        _Lookup,
+        lambda: (onnxnn.tensor([[0, 4], [2, -1]]),),
+        lambda: (onnxnn.tensor([[0, 5], [2, -1]]),),
+        (IndexError, "index 5 is out of bounds for dimension 0 with size 5"),
+    ),
+    (
         "max_unpool",
         lambda: nn.MaxUnpool2d(2),
         lambda: (onnxnn.randn(1, 1, 2, 2), onnxnn.tensor([[[[0, 3], [9, 14]]]])),
@@ -168,6 +189,24 @@ def test_a_replayed_layer_checks_its_own_call_data(name, build, good, bad, raise
         layer(*bad_arguments)
     with onnxnn.set_fast_path(False), pytest.raises(error, match=match):
         layer(*bad_arguments)
+
+
+def test_an_index_held_by_the_module_is_gathered_and_checked_at_each_replay():
+    layer = _Lookup()
+    results = [layer() for _ in range(4)]
+    assert forward_replay.replay_info() == {"traced": 1, "replayed": 2}
+    table = layer.table.detach().numpy()
+    for result in results:
+        np.testing.assert_array_equal(result.detach().numpy(), table[[[0, 4], [2, -1]]] * 2)
+    with onnxnn.no_grad():
+        layer.index[0, 1] = 3  # the replay reads the buffer as it is now
+    np.testing.assert_array_equal(layer().detach().numpy(), table[[[0, 3], [2, -1]]] * 2)
+    with onnxnn.no_grad():
+        layer.index[0, 1] = 7
+    layer.index.numpy()  # computed: checked before anything is recorded (a pending index is not run to be)
+    with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 0 with size 5"):
+        layer()
+    assert forward_replay.replay_info()["traced"] == 1
 
 
 def test_a_replayed_embedding_computes_pending_indices_to_check_them():
