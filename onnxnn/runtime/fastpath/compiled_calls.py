@@ -12,7 +12,9 @@ caller checks the modes and the module tree, ``nn/modules/_forward_replay.py``) 
 
 - replays the trace of its whole forward, user code included. Its templates are ``strict``: a
   forward that read data, drew random numbers, changed its arguments or state, or read a
-  realized tensor from outside its arguments and state (a global, a closure) is never replayed;
+  realized tensor from outside its arguments and state (a global, a closure) is never replayed.
+  The checks PyTorch makes on data (an embedding's indices in range) are no read: every call,
+  prepared runs included, makes them again on its own arrays;
 - computes its outputs at once, as one graph, where its arguments are realized;
 - and once that graph's runner is settled (an inference specialization with the weights
   embedded, or a structure that is never specialized: ``plan_cache``), keeps a prepared run for
@@ -44,7 +46,8 @@ from ...ir.mode import MODE
 from ...ir.plan import GraphPlan, plan
 from ..realization import run_plan
 from ..tensor import Tensor
-from . import forward_replay
+from ..internal import check_known_data
+from . import forward_replay, replay_source
 from .forward_replay import ForwardTemplates, arguments_key, relinked, result_structure
 from .plan_cache import Entry
 
@@ -53,6 +56,7 @@ __all__ = ["CompiledTemplates", "call", "compiled_info", "reset_counts"]
 _MISSED = object()  # what a prepared run returns when the call must take the replay
 _UNSET = np.empty(0)  # a made result's data until its run returns (never seen outside ``run``)
 _ARGUMENT, _STATE, _FIXED = range(3)
+_SOURCE_OF = {replay_source.ARGUMENT: _ARGUMENT, replay_source.STATE: _STATE}  # a template's kinds
 _REQUIRES_GRAD = attrgetter("_requires_grad")
 
 
@@ -137,8 +141,8 @@ def _compute_now(owner: CompiledTemplates, key: tuple, result, tensors: list, st
             # (a call of an unchanged model finds it so); until then each call replays, as the
             # plain call would record the same history (realizing it apart could round otherwise).
             return
-    links = owner.templates[key].links  # how the returned tensors alias each other (``output_links``)
-    prepared = _PreparedRun.build(graph, entry, outputs, structure, links, tensors, state)
+    template = owner.templates[key]  # how the returned tensors alias (``output_links``), its checks
+    prepared = _PreparedRun.build(graph, entry, outputs, structure, template.links, tensors, state, template.checks)
     if prepared is not None:
         owner.prepared[key] = prepared
 
@@ -150,6 +154,8 @@ class _PreparedRun:
     value it embedded; ``feeds``: the source of each input the runner is fed. A source is
     ``(_ARGUMENT, index)``, ``(_STATE, index)`` or ``(_FIXED, value)``. ``shared``: per position of
     the state that held the value of another source when prepared, ``(index, source)``.
+    ``data_checks``: the forward's checks of data (an embedding's indices in range), made again on
+    each run's arrays: ``(source, check, force)``.
     """
 
     __slots__ = (
@@ -163,11 +169,20 @@ class _PreparedRun:
         "outputs",
         "structure",
         "links",
+        "data_checks",
     )
 
     @classmethod
     def build(
-        cls, graph: GraphPlan, entry: Entry, outputs: list, structure, links, tensors: list, state: list
+        cls,
+        graph: GraphPlan,
+        entry: Entry,
+        outputs: list,
+        structure,
+        links,
+        tensors: list,
+        state: list,
+        data_checks: list,
     ) -> "_PreparedRun | None":
         """The prepared run of a call whose graph just ran, or None where a direct run could differ."""
         specialization = entry.specialization
@@ -202,7 +217,8 @@ class _PreparedRun:
             ]
             feeds, runner = [sources[i] for i in specialization.rest], specialization.session
         metadata = [(position_of[id(value)], value.shape, value.dtype, value.device) for value in outputs]
-        return cls(entry, specialization, checks, feeds, shared, runner, metadata, structure, links)
+        data_checks = [((_SOURCE_OF[kind], index), check, force) for (kind, index), check, force in data_checks]
+        return cls(entry, specialization, checks, feeds, shared, runner, metadata, structure, links, data_checks)
 
     def __init__(
         self,
@@ -215,6 +231,7 @@ class _PreparedRun:
         outputs: list,
         structure,
         links: list | None,
+        data_checks: list,
     ):
         self.entry = entry
         self.specialization = specialization
@@ -226,6 +243,7 @@ class _PreparedRun:
         self.outputs = outputs  # (position among the runner's results, shape, dtype, device) per output
         self.structure = structure
         self.links = links  # None, or how the returned tensors alias each other and the inputs
+        self.data_checks = data_checks
 
     def run(self, tensors: list, state: list):
         """The call's result from the runner, or ``_MISSED`` where it cannot run it."""
@@ -251,6 +269,8 @@ class _PreparedRun:
             if data is None:
                 return _MISSED
             arrays.append(data)
+        for (kind, where), check, force in self.data_checks:  # each raises as the plain call's would
+            check_known_data(tensors[where] if kind == _ARGUMENT else state[where], check, force)
         if entry.sessions is not None:
             entry.sessions.hits += 1  # a hit of the session cache, as the realization counts it
         # The result's tensors are made before the run, while the code that makes them is still in

@@ -304,7 +304,7 @@ class _Template:
     call: a structure traced but never called again pays for the trace only.
     """
 
-    __slots__ = ("parts", "source", "replay", "links")
+    __slots__ = ("parts", "source", "replay", "links", "checks")
 
     @classmethod
     def build(
@@ -394,13 +394,20 @@ class _Template:
         links = links if any(link is not None for link in links) else None
         output_slots = [slots[value] for value in outputs]
         parts = (constants, gathers, steps, output_slots, structure, links, backward, effects, drawn_and_checked)
-        return cls(parts, links)
+        checks = [
+            (gathers[slot - len(constants)][:2], check, force)
+            for kind, slot, check, force in (effect for effect in drawn_and_checked if effect[0] == "check")
+        ]
+        return cls(parts, links, checks)
 
-    def __init__(self, parts: tuple, links: list | None = None):
+    def __init__(self, parts: tuple, links: list | None = None, checks: list | None = None):
         self.parts: tuple | None = parts  # replay_source's arguments, until the source is written
         self.source = ""
         self.replay: Callable = self._compile_then_replay
         self.links = links  # how the returned tensors alias each other and the inputs (``output_links``)
+        # Its checks of data, in order: ((ARGUMENT or STATE, index), check, force), for a run that
+        # skips the replay (``compiled_calls``' prepared runs) to make them too.
+        self.checks = checks or []
 
     def _compile_then_replay(self, tensors: list, state: list):
         # Writing and compiling the code costs a few forwards: a structure pays it when it comes back.

@@ -26,7 +26,8 @@ def state_effects(effects: list, produced: dict, state_tensors: list, state_befo
     a write to a view (which writes through to its base: a state tensor that is no view now never
     becomes one while its module tree lives, as registering another changes the module), a state
     tensor changed some other way (``.data =``, ``unsqueeze_``), or a strict owner's forward
-    changing, drawing or checking anything (``compiled_calls``). A write to the forward's own
+    changing or drawing anything (``compiled_calls``; its prepared runs make its checks of data
+    again, ``_Template.checks``). A write to the forward's own
     intermediate (``ReLU(inplace=True)`` on a convolution's output) needs nothing: the replay's
     nodes read the written value by its slot."""
     if not effects:
@@ -40,7 +41,7 @@ def state_effects(effects: list, produced: dict, state_tensors: list, state_befo
     for effect in effects:
         if effect[0] == "write" and _of_an_intermediate(effect, produced, position):
             continue
-        if strict:
+        if strict and effect[0] != "check":
             return None
         if effect[0] in ("draw", "check"):
             continue  # made again by the replay itself (``replay_source``)

@@ -8,6 +8,8 @@ from outside its arguments and modules, trains, records gradients or runs hooks.
 
 from __future__ import annotations
 
+import re
+
 import copy
 
 import numpy as np
@@ -119,6 +121,13 @@ MODELS = [
     ("nested outputs", _TwoHeads, lambda: (onnxnn.randn(5, 96), 0.5), {"extra": onnxnn.randn(5, 96)}),
     ("small weights", lambda: nn.Sequential(nn.Linear(6, 5), nn.Sigmoid()), lambda: (onnxnn.randn(3, 6),), {}),
     ("named outputs", _Named, lambda: (onnxnn.randn(5, 96),), {}),
+    # Checks of data (the embedding's indices in range) are made again by each prepared run.
+    (
+        "embedding",
+        lambda: nn.Sequential(nn.Embedding(50, 96), nn.Linear(96, 10)),
+        lambda: (onnxnn.randint(0, 50, (4, 7)),),
+        {},
+    ),
     (
         "transformer layer",
         lambda: nn.TransformerEncoderLayer(32, 4, 64, batch_first=True),
@@ -153,6 +162,52 @@ def test_a_compiled_call_gives_bitwise_the_plain_calls_results(name, build, argu
         assert isinstance(result, tuple) and isinstance(result[1], tuple) and result[1][1] is None
     if name == "named outputs":
         assert list(result) == ["logits", "hidden"] and result["hidden"][1] is None
+
+
+class _IndexedTable(nn.Module):
+    """Swin's relative position bias: a table indexed by the module's own index buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(onnxnn.randn(6, 96))
+        self.register_buffer("index", onnxnn.tensor([[0, 5], [2, -1]]))
+
+    def forward(self, x):
+        return x + self.table[self.index].sum((0, 1))
+
+
+@pytest.mark.parametrize(
+    "build, call, break_it, raised",
+    [
+        (
+            lambda: nn.Sequential(nn.Embedding(5, 96), nn.Linear(96, 3)),
+            lambda model, bad: model(onnxnn.tensor([[0, 7]] if bad else [[0, 4]])),
+            None,
+            "index out of range in self: index 7",
+        ),
+        (
+            _IndexedTable,
+            lambda model, bad: model(onnxnn.ones(2, 96)),
+            lambda model: model._orig_mod.index.__setitem__((0, 1), 9),
+            "index 9 is out of bounds for dimension 0 with size 6",
+        ),
+    ],
+    ids=["embedding argument", "index buffer"],
+)
+def test_a_prepared_run_makes_the_forwards_checks_of_data(build, call, break_it, raised):
+    onnxnn.manual_seed(0)
+    model = onnxnn.compile(build().eval())
+    with onnxnn.no_grad():
+        for _ in range(5):
+            call(model, False).numpy()
+        assert compiled_calls.compiled_info()["prepared"] >= 2
+        if break_it is not None:
+            break_it(model)
+            model._orig_mod.index.numpy()  # computed: checked before the call runs anything
+        with pytest.raises(IndexError, match=re.escape(raised)):
+            call(model, True)
+        with onnxnn.set_fast_path(False), pytest.raises(IndexError, match=re.escape(raised)):
+            call(model, True)
 
 
 def test_the_same_bits_with_the_fast_path_off():
