@@ -430,16 +430,21 @@ class _Template:
 def _drawn_and_checked(effects: list, slots: dict, first_gathered: int, gathered: int) -> list | None:
     """``("draw", value, draw)`` and ``("check", slot, check, force)`` for a trace's draws and checks of data,
     in its order; None where a replay could not make them so: a check of a value it does not gather
-    (made by the forward, or read by no node), or one after a state write (the replay writes after
-    its nodes, so a check raising there would leave the state as the forward did not)."""
+    (computed by the forward, or read by no node), or one after a state write (the replay writes
+    after its nodes, so a check raising there would leave the state as the forward did not). A check
+    of a constant the forward made (``x[onnxnn.tensor([0, 2])]``) passed when traced, and a replay
+    makes that constant the same: it is not made again, unless the constant was drawn."""
     made: list = []
     written = False
+    drawn = {effect[1] for effect in effects if effect[0] == "draw"}
     for effect in effects:
         kind = effect[0]
         if kind == "draw":
             made.append(effect)
         elif kind == "check":
             slot = slots.get(effect[1])
+            if slot is not None and slot < first_gathered and effect[1] not in drawn:
+                continue
             if written or slot is None or not first_gathered <= slot < first_gathered + gathered:
                 return None
             made.append(("check", slot, effect[2], effect[3]))

@@ -209,6 +209,21 @@ def test_an_index_held_by_the_module_is_gathered_and_checked_at_each_replay():
     assert forward_replay.replay_info()["traced"] == 1
 
 
+def test_a_check_of_an_index_the_forward_makes_is_made_once_when_traced():
+    class ConstantLookup(_Lookup):
+        __module__ = "onnxnn.nn.modules.test_only"
+
+        def forward(self, index=None):
+            return self.table[onnxnn.tensor([[0, 4], [2, -1]])] * 2
+
+    layer = ConstantLookup()
+    results = [layer() for _ in range(4)]
+    assert forward_replay.replay_info() == {"traced": 1, "replayed": 2}
+    expected = layer.table.detach().numpy()[[[0, 4], [2, -1]]] * 2
+    for result in results:
+        np.testing.assert_array_equal(result.detach().numpy(), expected)
+
+
 def test_a_replayed_embedding_computes_pending_indices_to_check_them():
     # A negative index would wrap around in a Gather: it must be refused, pending or not.
     layer = nn.Embedding(5, 3)
