@@ -17,7 +17,7 @@ from ...ir import dtypes
 from ..internal import check_known_data
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant
 
-__all__ = ["IndexPlan", "as_int64", "check_index_dtype", "sequence_as_tuple"]
+__all__ = ["IndexPlan", "as_int64", "check_in_bounds", "check_index_dtype", "first_outside", "sequence_as_tuple"]
 
 _INDEX_TYPE_MESSAGE = "tensors used as indices must be long, int, byte or bool tensors"
 # PyTorch's index tensor dtypes (uint8 is a deprecated mask): int8, int16 and the wider unsigned are refused.
@@ -35,10 +35,28 @@ def as_int64(indices: Tensor) -> Tensor:
     return indices if indices.dtype is dtypes.int64 else indices.to(dtypes.int64)
 
 
-def _check_in_bounds(size: int, dim: int, index: np.ndarray) -> None:
-    outside = (index < -size) | (index >= size)
-    if outside.any():
-        raise IndexError(f"index {int(index[outside].flat[0])} is out of bounds for dimension {dim} with size {size}")
+def first_outside(data: np.ndarray, low: int, high: int) -> int | None:
+    """The first of ``data``'s values outside ``[low, high)``, or None."""
+    outside = (data < low) | (data >= high)
+    return int(data[outside].flat[0]) if outside.any() else None
+
+
+def check_in_bounds(
+    data: np.ndarray,
+    size: int,
+    dim: int,
+    *,
+    negative: bool = True,
+    error: type[Exception] = IndexError,
+    function: str = "",
+) -> None:
+    """PyTorch's bounds check of index values: each in ``[-size, size)``, or ``[0, size)`` without
+    ``negative``. Raises ``error`` naming the first value outside, its message prefixed with
+    ``function`` where PyTorch names it."""
+    outside = first_outside(data, -size if negative else 0, size)
+    if outside is not None:
+        prefix = f"{function}(): " if function else ""
+        raise error(f"{prefix}index {outside} is out of bounds for dimension {dim} with size {size}")
 
 
 def sequence_as_tuple(key) -> bool:
@@ -206,7 +224,7 @@ class IndexPlan:
 
     def _index(self, dim: int, index) -> None:
         size = self.shape[dim]
-        in_bounds = functools.partial(_check_in_bounds, size, len(self.basic_shape))
+        in_bounds = functools.partial(check_in_bounds, size=size, dim=len(self.basic_shape))
         if isinstance(index, np.ndarray):
             in_bounds(index)
             index = index % max(size, 1)

@@ -24,7 +24,7 @@ from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, broadcast_shapes, int64_constant, normalize_axes
 from ..creation import check_number_fits
 from ..realization import data_of, host_data
-from .index_plan import IndexPlan, as_int64, sequence_as_tuple
+from .index_plan import IndexPlan, as_int64, check_in_bounds, first_outside, sequence_as_tuple
 
 __all__ = [
     "getitem",
@@ -346,10 +346,7 @@ def _first_outside(index: Tensor, low: int, high: int) -> int | None:
     (realized, in host memory), else None. Pending values are left to the executor: reading them
     here would run the graph at every call."""
     data = host_data(index._value)
-    if data is None or data.size == 0:
-        return None
-    outside = (data < low) | (data >= high)
-    return int(data[outside].flat[0]) if outside.any() else None
+    return None if data is None else first_outside(data, low, high)
 
 
 def check_bounds(
@@ -370,10 +367,9 @@ def check_bounds(
 
     Called before an in-place op records its node: an index found out of range only when the
     graph runs would leave the target unreadable from then on."""
-    outside = _first_outside(index, -size if negative else 0, size)
-    if outside is not None:
-        prefix = f"{function}(): " if function else ""
-        raise error(f"{prefix}index {outside} is out of bounds for dimension {dim} with size {size}")
+    data = host_data(index._value)
+    if data is not None:
+        check_in_bounds(data, size, dim, negative=negative, error=error, function=function)
 
 
 def negatives_out_of_range(index: Tensor, size: int, keep=None) -> Tensor:
