@@ -16,7 +16,7 @@ import numpy as np
 from ..ir.device_arrays import ONNXRUNTIME_PLACEMENT, bind_input, to_host, to_ortvalue
 from ..ir.dtypes import bfloat16
 
-__all__ = ["DeviceBinder", "run_bound", "upload_inputs", "upload"]
+__all__ = ["DeviceBinder", "run_bound", "upload_inputs", "upload", "weak_reference", "dead_reference"]
 
 _BFLOAT16 = bfloat16.numpy_dtype
 
@@ -98,7 +98,7 @@ class DeviceBinder:
         if stable and self.lock.acquire(blocking=False):
             self.kept, self.sources, self.values = binding, list(inputs), values
             self.lock.release()
-        self.fed = [_weak(data) for data in inputs]
+        self.fed = [weak_reference(data) for data in inputs]
         return results
 
     def _bind(self, binding, name: str, data):
@@ -141,14 +141,17 @@ def _inner_api(session, where: str, index: int):
     return run, device
 
 
-def _weak(data):
+def weak_reference(data):
+    """A weak reference to ``data`` (an OrtValue, a numpy or CuPy array), or ``dead_reference`` where
+    it cannot be weakly referred to: such an array is never taken for the same one next time."""
     try:
         return weakref.ref(data)
-    except TypeError:  # not weakly referable: never the same next time
-        return _DEAD
+    except TypeError:
+        return dead_reference
 
 
-def _DEAD():
+def dead_reference():
+    """A weak reference that refers to nothing: the stand-in for an array not seen yet."""
     return None
 
 

@@ -25,7 +25,6 @@ run, resnet50 at batch 8 4.37 -> 4.15 ms (benchmarks/bench_gpu.py measures onnxn
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Callable
 
 import numpy as np
@@ -34,6 +33,7 @@ from onnx import helper
 from ...ir.cuda_libraries import cuda_runtime
 from ...ir.device_arrays import ONNXRUNTIME_PLACEMENT, execution_provider, shape_of
 from ...ir.mode import MODE
+from ..device_sessions import dead_reference, weak_reference
 from ..static_shapes import has_static_inputs
 
 __all__ = ["GraphCapture", "graph_capture", "CAPTURE_AFTER_RUNS", "CAPTURE_BYTES"]
@@ -131,14 +131,15 @@ class _Replay:
         self.index = device.index or 0
         self.binding = session.io_binding()
         self.buffers = [self._allocate(shape_of(data), _dtype_of(data)) for data in inputs]
-        self.copied: list = [_DEAD] * len(inputs)  # weak references: a copied array may go
+        self.copied: list = [dead_reference] * len(inputs)  # weak references: a copied array may go
         for name, buffer in zip(input_names, self.buffers):
             self.binding.bind_ortvalue_input(name, buffer)
-        self.results = [
-            (shape_of(data), _dtype_of(data), self._allocate(shape_of(data), _dtype_of(data))) for data in results
-        ]
-        for name, (_, _, buffer) in zip(output_names, self.results):
+        self.results = []  # per output: its shape, dtype and bound buffer
+        for name, data in zip(output_names, results):
+            shape, dtype = shape_of(data), _dtype_of(data)
+            buffer = self._allocate(shape, dtype)
             self.binding.bind_ortvalue_output(name, buffer)
+            self.results.append((shape, dtype, buffer))
 
     def _allocate(self, shape: tuple, dtype):
         import onnxruntime  # deferred: loaded by the sessions already
@@ -152,7 +153,7 @@ class _Replay:
             if copied[position]() is not data:
                 if not _copy_into(runtime, self.buffers[position], data):
                     return None  # another size than captured: the plain session runs
-                copied[position] = _weak(data)
+                copied[position] = weak_reference(data)
         runtime.cudaDeviceSynchronize()  # the copies, on CUDA's default stream, before the replay's stream
         self.session.run_with_iobinding(self.binding)
         runtime.cudaDeviceSynchronize()
@@ -185,18 +186,17 @@ def _byte_size(data) -> int:
 def _copy_into(runtime, buffer, data) -> bool:
     """Copies an input (an OrtValue or a CuPy array on the device, or a numpy array) into ``buffer``;
     False where its size is not the buffer's."""
+    size = _byte_size(data)
+    if size != buffer.tensor_size_in_bytes():
+        return False
     if type(data) is np.ndarray:
-        if data.nbytes != buffer.tensor_size_in_bytes():
-            return False
         buffer.update_inplace(np.asarray(data, order="C"))
         return True
     if hasattr(data, "data_ptr"):  # an OrtValue
-        source, size = data.data_ptr(), data.tensor_size_in_bytes()
+        source = data.data_ptr()
     else:  # a CuPy array
         data = data if data.flags.c_contiguous else data.copy()
-        source, size = data.data.ptr, data.nbytes
-    if size != buffer.tensor_size_in_bytes():
-        return False
+        source = data.data.ptr
     _check(runtime.cudaMemcpy(buffer.data_ptr(), source, size, _DEVICE_TO_DEVICE))
     return True
 
@@ -204,14 +204,3 @@ def _copy_into(runtime, buffer, data) -> bool:
 def _check(status: int) -> None:
     if status != 0:
         raise RuntimeError(f"CUDA's runtime failed to copy a captured graph's array (cudaError {status})")
-
-
-def _weak(data):
-    try:
-        return weakref.ref(data)
-    except TypeError:  # not weakly referable: copied at every replay
-        return _DEAD
-
-
-def _DEAD():
-    return None
