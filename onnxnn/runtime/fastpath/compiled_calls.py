@@ -48,7 +48,8 @@ from ..realization import run_plan
 from ..tensor import Tensor
 from ..internal import check_known_data
 from . import forward_replay, replay_source
-from .forward_replay import ForwardTemplates, arguments_key, relinked, result_structure
+from .forward_replay import ForwardTemplates, arguments_key, relinked
+from .result_structures import rebuilt, result_structure
 from .plan_cache import Entry
 
 __all__ = ["CompiledTemplates", "call", "compiled_info", "reset_counts"]
@@ -284,15 +285,4 @@ class _PreparedRun:
         if self.links is not None:
             made = relinked(made, self.links, tensors, state)
         structure = self.structure
-        return made[0] if structure == 0 else _rebuilt(structure, made)
-
-
-def _rebuilt(structure, made: list):
-    if type(structure) is int:
-        return made[structure]
-    if structure == ():
-        return None
-    kind, parts = structure
-    if kind is dict:
-        return {key: _rebuilt(part, made) for key, part in parts}
-    return kind(_rebuilt(part, made) for part in parts)
+        return made[0] if structure == 0 else rebuilt(structure, made)

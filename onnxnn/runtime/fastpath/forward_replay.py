@@ -28,8 +28,9 @@ of ``_assign``, and the ``realize_alongside`` requests); one that draws its cons
 and one that checks its arguments' data through ``internal.check_known_data`` (a loss's target
 indices) checks the replay's (``replay_source``). A trace is not kept when its forward read data
 or drew otherwise (its nodes may depend on it), changed an argument, wrote anything but its state
-or through a view, returned something other than new tensors (nested in tuples, lists and dicts
-with string keys, with None), or read a pending value from outside its arguments and state.
+or through a view, returned something other than new tensors (nested in the containers
+``result_structures`` makes again: tuples, lists, dicts with string keys, namedtuples, model
+outputs, with None), or read a pending value from outside its arguments and state.
 Returned tensors that are one tensor twice or views of each other, of an argument or of the state
 (``nn.Unflatten``'s of its argument) are returned so again: the tensor itself, or a view made
 again with the ops that made it (``output_links``); a trace whose returned tensors share storage
@@ -51,6 +52,7 @@ from .replay_source import OUTPUT as _OUTPUT
 from .replay_source import STALE, Drawn, Fresh, replay_source
 from .replay_source import STATE as _STATE
 from .replayed_functions import backward_steps
+from .result_structures import result_structure
 from .state_writes import reads_written_state, state_effects
 from .recorded_steps import REPLAY_NAMESPACE, produced_by, slot_values
 
@@ -63,7 +65,6 @@ __all__ = [
     "has_template",
     "output_links",
     "relinked",
-    "result_structure",
     "replay_info",
     "reset_counts",
 ]
@@ -451,48 +452,6 @@ def _drawn_and_checked(effects: list, slots: dict, first_gathered: int, gathered
         else:
             written = True
     return made
-
-
-def result_structure(
-    result, outputs: list, produced: dict | None = None, returned: list | None = None, gradients: bool = False
-):
-    """``result`` with each tensor replaced by its value's position in ``outputs``, or None when
-    the result is not made of tensors (tuples, lists, dicts with string keys and None around them).
-
-    With ``produced`` (a trace's values, ``produced_by``), each tensor must also be a new one the
-    traced nodes produced, carrying no attributes and needing no gradient unless ``gradients`` (its
-    backward function is then the traced one's, which ``_backward_steps`` checks): a replay returns
-    new tensors, and would not return the very objects given to it. ``returned``: gets the tensors.
-    """
-    if result is None:
-        return ()
-    if type(result) is Tensor:
-        value = result._value
-        if produced is not None and (
-            value not in produced or (result._requires_grad and not gradients) or result.__dict__
-        ):
-            return None
-        outputs.append(value)
-        if returned is not None:
-            returned.append(result)
-        return len(outputs) - 1
-    if type(result) in (tuple, list):
-        parts = []
-        for item in result:
-            part = result_structure(item, outputs, produced, returned, gradients)
-            if part is None:
-                return None
-            parts.append(part)
-        return (type(result), parts)
-    if type(result) is dict and all(type(key) is str for key in result):
-        entries = []
-        for key, item in result.items():
-            part = result_structure(item, outputs, produced, returned, gradients)
-            if part is None:
-                return None
-            entries.append((key, part))
-        return (dict, entries)
-    return None
 
 
 def output_links(returned: list, tensors: list, state: list) -> list | None:

@@ -8,13 +8,13 @@ template at its first replay. Interpreting the same tables at each call costs ab
 
 from __future__ import annotations
 
-from typing import Callable
 
 from ...ir.graph import constant
 from ..realization import data_of, host_data
 from .known_plans import KnownPlan
 from .recorded_steps import write_steps
 from .replayed_functions import backward_lines
+from .result_structures import rebuilt_source
 from .state_writes import write_lines
 
 __all__ = ["STALE", "ARGUMENT", "STATE", "OUTPUT", "Fresh", "Drawn", "replay_source"]
@@ -42,19 +42,6 @@ class Drawn:
 
     def __init__(self, value):
         self.value = value
-
-
-def _returned(structure, leaf: Callable[[int], str]) -> str:
-    """The expression that builds the result from its tensors (``leaf`` of each position)."""
-    if structure == ():
-        return "None"
-    if type(structure) is int:
-        return leaf(structure)
-    kind, parts = structure
-    if kind is dict:  # string keys, written as their literals
-        return "{" + "".join(f"{key!r}: {_returned(part, leaf)}, " for key, part in parts) + "}"
-    items = "".join(f"{_returned(part, leaf)}, " for part in parts)
-    return f"({items})" if kind is tuple else f"[{items}]"
 
 
 def replay_source(
@@ -135,12 +122,12 @@ def replay_source(
         return f"wrap(value_{output_slots[position]}, function_{function[0]}, {function[1]})"
 
     if links is None:
-        lines.append(f"    return {_returned(structure, wrapped_at)}")
+        lines.append(f"    return {rebuilt_source(structure, wrapped_at, namespace)}")
     else:  # returned tensors that alias each other or the inputs: made again as the trace made them
         namespace["output_links"] = links  # the caller puts ``relinked`` (forward_replay) in the namespace
         wrapped = "".join(f"{wrapped_at(position)}, " for position in range(len(output_slots)))
         lines.append(f"    made = relinked([{wrapped}], output_links, tensors, state)")
-        lines.append(f"    return {_returned(structure, lambda position: f'made[{position}]')}")
+        lines.append(f"    return {rebuilt_source(structure, lambda position: f'made[{position}]', namespace)}")
     return "\n".join(lines) + "\n"
 
 
