@@ -27,6 +27,7 @@ from .views import VIEW_LINKS
 from .autograd import Function, VersionCounter
 from .backward import accumulates_into_every_leaf
 from .depth import after_recording, exporting
+from .fastpath.derived_checks import derived_check
 from .realization import data_of as _data_of_value, host_data as _host_data, realize, realize_step
 from .recording import record
 from .tensor import Tensor
@@ -279,7 +280,8 @@ def data_of(tensor: Tensor) -> np.ndarray:
 
 def check_known_data(tensor: Tensor, check: Callable[[np.ndarray], None], force: bool = False) -> None:
     """Runs ``check`` on ``tensor``'s array if it is already computed (never runs anything but, with
-    ``force``, ``tensor``'s own history: a check PyTorch makes on every call, embedding's indices).
+    ``force``, ``tensor``'s own history: a check PyTorch makes on every call, embedding's indices;
+    a short history is computed apart by onnxnn's kernels, leaving ``tensor`` pending).
 
     For PyTorch's checks on data that can only raise (target indices in range): what is recorded does
     not depend on the data, so a forward traced while it checks stays replayable, and each replay runs
@@ -288,11 +290,21 @@ def check_known_data(tensor: Tensor, check: Callable[[np.ndarray], None], force:
     """
     value = tensor._value
     data = _host_data(value)
+    trace = MODE.trace
     if data is None and force:
-        data = _data_of_value(value)  # computed (or copied from a device) now: a trace notes the read
+        # Computed apart where it can be, the value left pending: a trace then reads nothing, and
+        # plain calls and replays leave the same graph (``fastpath/derived_checks.py``).
+        derived = derived_check(value, check, trace)
+        if derived is None:
+            data = _data_of_value(value)  # computed (or copied from a device) now: a trace notes the read
+        else:
+            source, source_check = derived
+            if source is None:
+                source_check(None)  # made from constants alone, which a replay makes the same
+                return
+            value, check, data = source, source_check, source.data
     if data is not None:
         check(data)
-    trace = MODE.trace
     if trace is not None:
         trace.effects.append(("check", value, check, force))
 

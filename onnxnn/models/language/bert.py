@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...nn import Dropout, Embedding, LayerNorm, Linear, Module, ModuleList, Tanh
 from ...nn import functional as F
 from ...ir.dtypes import int64
-from ...runtime.creation import arange, zeros
+from ...runtime.creation import tensor, zeros
 from ...runtime.tensor import Tensor
 from ._common import (
     ModelOutput,
@@ -40,7 +42,10 @@ class BertEmbeddings(Module):
         self.LayerNorm = LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout_prob)
         # Not saved (persistent=False), as in transformers: checkpoints do not carry them.
-        self.register_buffer("position_ids", arange(config.max_position_embeddings).expand(1, -1), persistent=False)
+        # Made whole rather than as transformers' ``arange(n).expand((1, -1))`` view: a model's
+        # construction leaves nothing pending, so its first call records the graph of every later one.
+        positions = np.arange(config.max_position_embeddings, dtype=np.int64)[None, :]
+        self.register_buffer("position_ids", tensor(positions), persistent=False)
         self.register_buffer("token_type_ids", zeros(1, config.max_position_embeddings, dtype=int64), persistent=False)
 
     def forward(

@@ -1,5 +1,5 @@
-"""Forward on both executors, the properties attention masks promise, export to ONNX run by
-onnxruntime at batch 1 and 8 through a dynamic batch axis, and one training step."""
+"""Forward on both executors, compiled calls, the properties attention masks promise, export to
+ONNX run by onnxruntime at batch 1 and 8 through a dynamic batch axis, and one training step."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 
 import onnxnn
 from onnxnn.export import to_onnx
+from onnxnn.runtime.fastpath import compiled_calls
 from tests.tolerances import gamma
 
 from .cases import DECODERS, NAMES, build, main_output, reference, token_ids
@@ -43,6 +44,23 @@ def test_forward_agrees_on_both_executors(name):
     expected = outputs["onnxruntime"]
     assert np.all(np.isfinite(expected))
     np.testing.assert_allclose(outputs["kernels"], expected, rtol=0, atol=_bound(name, expected))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_compiled_model_runs_prepared_with_the_plain_calls_bits(name):
+    # Their ModelOutput results and the position ids their embeddings check (made by the forward
+    # or sliced from a buffer) once kept every compiled call running its Python forward.
+    onnxnn.clear_caches()
+    model = build(name)
+    ids = onnxnn.tensor(token_ids(2, LENGTH))
+    with onnxnn.no_grad():
+        with onnxnn.set_fast_path(False):
+            plain = [main_output(name, model(ids)).numpy() for _ in range(3)]
+        compiled = onnxnn.compile(model)
+        compiled_calls.reset_counts()
+        results = [main_output(name, compiled(ids)).numpy() for _ in range(6)]
+    assert compiled_calls.compiled_info()["prepared"] >= 2
+    np.testing.assert_array_equal(results[-1], plain[-1])
 
 
 @pytest.mark.parametrize("name", ["bert_model", "gpt2_model", "llama_model"])

@@ -97,6 +97,22 @@ class _InPlaceResidual(_Residual):
         return self.activation(out)
 
 
+class _TokensAndPlaces(nn.Module):
+    """Token and position embeddings, the positions made by the forward (GPT-2) or sliced from a
+    buffer (BERT): pending indices, which the embedding checks on every call."""
+
+    def __init__(self, from_buffer: bool):
+        super().__init__()
+        self.from_buffer = from_buffer
+        self.tokens, self.places = nn.Embedding(50, 96), nn.Embedding(16, 96)
+        self.register_buffer("position_ids", onnxnn.tensor(np.arange(16)[None, :]))
+
+    def forward(self, ids):
+        length = ids.shape[1]
+        places = self.position_ids[:, :length] if self.from_buffer else onnxnn.arange(length)[None, :]
+        return self.tokens(ids) + self.places(places)
+
+
 def _residual_network():
     return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), _Residual(16), _Residual(16), nn.AdaptiveAvgPool2d(1))
 
@@ -128,6 +144,8 @@ MODELS = [
         lambda: (onnxnn.randint(0, 50, (4, 7)),),
         {},
     ),
+    ("made positions", lambda: _TokensAndPlaces(False), lambda: (onnxnn.randint(0, 50, (4, 7)),), {}),
+    ("buffer positions", lambda: _TokensAndPlaces(True), lambda: (onnxnn.randint(0, 50, (4, 7)),), {}),
     (
         "transformer layer",
         lambda: nn.TransformerEncoderLayer(32, 4, 64, batch_first=True),
@@ -191,19 +209,26 @@ class _IndexedTable(nn.Module):
             lambda model: model._orig_mod.index.__setitem__((0, 1), 9),
             "index 9 is out of bounds for dimension 0 with size 6",
         ),
+        (
+            lambda: _TokensAndPlaces(True),
+            lambda model, bad: model(onnxnn.tensor([[1, 2, 3]])),
+            lambda model: model._orig_mod.position_ids.__setitem__((0, 2), 16),
+            "index out of range in self: index 16",
+        ),
     ],
-    ids=["embedding argument", "index buffer"],
+    ids=["embedding argument", "index buffer", "position buffer"],
 )
 def test_a_prepared_run_makes_the_forwards_checks_of_data(build, call, break_it, raised):
     onnxnn.manual_seed(0)
     model = onnxnn.compile(build().eval())
     with onnxnn.no_grad():
-        for _ in range(5):
+        for _ in range(6):
             call(model, False).numpy()
         assert compiled_calls.compiled_info()["prepared"] >= 2
         if break_it is not None:
             break_it(model)
-            model._orig_mod.index.numpy()  # computed: checked before the call runs anything
+            for buffer in model.buffers():
+                buffer.numpy()  # computed: checked before the call runs anything
         with pytest.raises(IndexError, match=re.escape(raised)):
             call(model, True)
         with onnxnn.set_fast_path(False), pytest.raises(IndexError, match=re.escape(raised)):

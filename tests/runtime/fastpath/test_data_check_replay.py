@@ -252,3 +252,67 @@ def test_a_check_after_a_state_write_keeps_the_forward_running():
     # The statistics moved at the refused call too, before its check, as PyTorch's do.
     np.testing.assert_array_equal(model.norm.running_mean.numpy(), reference.norm.running_mean.numpy())
     assert model.norm.num_batches_tracked.item() == 4
+
+
+class _Positions(nn.Module):
+    """Token and position embeddings; the positions made by the forward (GPT-2's ``arange``), sliced
+    from a buffer (BERT's ``position_ids``) or computed from the argument (an offset)."""
+
+    __module__ = "onnxnn.nn.modules.test_only"
+
+    def __init__(self, positions: str):
+        super().__init__()
+        self.positions = positions
+        self.tokens, self.places = nn.Embedding(20, 4), nn.Embedding(8, 4)
+        self.register_buffer("position_ids", onnxnn.tensor(np.arange(8)[None, :]))
+
+    def forward(self, ids, offset=None):
+        length = ids.shape[1]
+        if self.positions == "made":
+            places = onnxnn.arange(length)[None, :]
+        elif self.positions == "buffer":
+            places = self.position_ids[:, :length]
+        else:
+            places = ids + offset
+        return self.tokens(ids) + self.places(places)
+
+
+def _expected(model, ids: np.ndarray, places: np.ndarray) -> np.ndarray:
+    return model.tokens.weight.detach().numpy()[ids] + model.places.weight.detach().numpy()[places]
+
+
+@pytest.mark.parametrize("positions", ["made", "buffer", "argument"])
+def test_an_embedding_of_computed_positions_replays_checking_them(positions):
+    model = _Positions(positions)
+    ids = np.array([[3, 1, 4], [1, 5, 2]])
+    places = ids + 2 if positions == "argument" else np.arange(3)[None, :]
+    results = [model(onnxnn.tensor(ids), 2) for _ in range(4)]
+    assert forward_replay.replay_info() == {"traced": 1, "replayed": 2}
+    for result in results:
+        np.testing.assert_array_equal(result.detach().numpy(), _expected(model, ids, places))
+    with onnxnn.set_fast_path(False):
+        np.testing.assert_array_equal(results[-1].detach().numpy(), model(onnxnn.tensor(ids), 2).detach().numpy())
+
+
+@pytest.mark.parametrize(
+    "positions, break_it, index",
+    [
+        ("buffer", lambda model: model.position_ids.__setitem__((0, 1), 9), 9),
+        ("argument", lambda model: None, 8),
+    ],
+)
+def test_a_replay_refuses_computed_positions_out_of_range(positions, break_it, index):
+    model = _Positions(positions)
+    for _ in range(3):
+        model(onnxnn.tensor([[3, 1, 4]]), 2)
+    assert forward_replay.replay_info()["replayed"] == 1
+    with onnxnn.no_grad():
+        break_it(model)
+    model.position_ids.numpy()  # computed: the replay reads it as it is now
+    ids = onnxnn.tensor([[3, 6, 4]])  # 6 + 2 is past the 8 places
+    message = f"index out of range in self: index {index}"
+    with pytest.raises(IndexError, match=message):
+        model(ids, 2)
+    assert forward_replay.replay_info()["traced"] == 1  # refused by the replay's check
+    with onnxnn.set_fast_path(False), pytest.raises(IndexError, match=message):
+        model(ids, 2)
