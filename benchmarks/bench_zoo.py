@@ -5,27 +5,30 @@ Rows (one JSON line each on stdout, so a stopped run keeps what it measured):
 - ``forward``: inference of ``resnet50`` (224x224 images) and of a BERT-base-sized ``BertModel``
   (hidden 768, 12 layers, 12 heads, intermediate 3072; sequence 128, its ``last_hidden_state``) at
   batch 1 and 16: ``model(x).numpy()`` in eval mode under no_grad on onnxnn's onnxruntime executor
-  (recording, planning, the session cache, feeding) against ``session.run`` of the graph
-  ``onnxnn.export.to_onnx`` exported for the same model (weights as initializers), in the same process.
+  (recording, planning, the session cache, feeding), and the same through ``onnxnn.compile``
+  (``onnxnn_compiled``), against ``session.run`` of the graph ``onnxnn.export.to_onnx`` exported for
+  the same model (weights as initializers), in the same process.
 - ``training_step``: a resnet50 SGD step (forward, cross-entropy, ``zero_grad``, ``backward``,
   ``step``) and a mobilenet_v2 one (112x112 images, batch 8, 10 classes: depthwise layers) against
   the same step in PyTorch, when torch imports. torchvision is not needed: the benchmark writes
   minimal torch twins with torchvision's module names and loads onnxnn's ``state_dict`` into them.
 
-Timing: after two warm-up calls each, the functions of a row run in interleaved blocks (each block one
-call of each, in turn), so that load from other processes falls on all alike; a row reports each
-function's median and quartiles in milliseconds, and the median and quartiles of the per-block ratios
-``onnxnn / baseline``. Every call gets a new input (a repeated one may be served from onnxnn's result
+Timing: after two warm-up calls each, the functions of a row run in interleaved blocks (each block
+one call of each, in turn, the order rotated per block), so that load from other processes falls on
+all alike; a row reports each function's median and quartiles in milliseconds, and the median and
+quartiles of the per-block ratios of each to the baseline (``onnxnn_over_raw_onnxruntime``). Every
+call gets a new input (a repeated one may be served from onnxnn's result
 cache). ``max_abs_difference`` is a sanity check of onnxnn's output against the baseline's.
 
 ``--quick`` uses smaller sizes (64x64 images, a 4-layer BERT at sequence 32, batch 1 and 4, a
 training step at batch 4) for a run of a minute or two.
 
 What it shows (2026-11-29, 2 CPU cores, otherwise idle; ``--blocks 5``; medians, ratio quartiles in
-brackets). Two runtime changes took the forward rows from 1.07 / 1.40 / 1.28 / 1.07 to these: a
-pending history may now be 600 nodes deep before part of it runs (BERT-base, 273 deep, ran as four
-sessions), and a size served by a structure family's shared graph (resnet50 at batch 16 after batch
-1) still gets its own session with the weights embedded when it comes back.
+brackets), on the default threads then. Two runtime changes took the forward rows from 1.07 / 1.40
+/ 1.28 / 1.07 to these: a pending history may now be 600 nodes deep before part of it runs
+(BERT-base, 273 deep, ran as four sessions), and a size served by a structure family's shared graph
+(resnet50 at batch 16 after batch 1) still gets its own session with the weights embedded when it
+comes back.
 
 | row | onnxnn ms | baseline ms | onnxnn / baseline |
 |---|---|---|---|
@@ -35,11 +38,24 @@ sessions), and a size served by a structure family's shared graph (resnet50 at b
 | BERT-base seq 128 batch 16, forward | 2003 | 1907 (raw onnxruntime) | 1.057 [1.042, 1.058] |
 | resnet50 224px batch 16, SGD step | 9381 | 4286 (PyTorch 2.13) | 1.92 [1.33, 2.46] |
 
-The issue's target is <= 1.05x raw onnxruntime: met by three forward rows, missed by BERT at batch
-16 by a few percent (the time is onnxruntime's own run of the graph, not onnxnn's per-call Python,
-which is about 4 ms); the training step is about twice PyTorch's (convolution weight gradients).
+Those forward rows timed the contenders' thread pools as much as their runs: on two cores, a
+session's spinning threads took the next contender's core (the 4-layer BERT at batch 1: 12 ms for
+onnxnn alone, 21 ms beside a raw session). One intra-op thread each is now the default
+(``--threads``). 2026-12-04, one thread, ``--blocks 5``, onnxnn / raw onnxruntime, then compiled
+(``onnxnn.compile``) / raw onnxruntime:
 
-Run: python benchmarks/bench_zoo.py [--quick] [--blocks N] [--only SUBSTRING]
+| row | onnxnn ms | compiled ms | raw onnxruntime ms | ratios |
+|---|---|---|---|---|
+| resnet50 224px batch 1, forward | 91.3 | 93.9 | 88.3 | 1.000 [0.994, 1.023], 1.000 [0.974, 1.027] |
+| BERT-base seq 128 batch 1, forward | 253.0 | 249.3 | 236.1 | 1.076 [1.072, 1.077], 1.054 [1.033, 1.056] |
+| BERT-base seq 128 batch 16, forward | 4127 | 4291 | 3976 | 1.066 [1.010, 1.117], 1.092 [1.091, 1.109] |
+
+The issue's target is <= 1.05x raw onnxruntime. BERT misses it by a few percent, in onnxruntime's
+own run of onnxnn's graph (its per-call Python is about 4 ms): the exported graph, with a symbolic
+batch, gets other fusions (FusedMatMul for the attention's transposed keys) than onnxnn's static
+one. The training step is about twice PyTorch's (convolution weight gradients).
+
+Run: python benchmarks/bench_zoo.py [--quick] [--blocks N] [--only SUBSTRING] [--threads N]
 """
 
 from __future__ import annotations
@@ -73,17 +89,21 @@ def _quartiles(values: list[float]) -> list[float]:
 
 
 def _compare(functions: dict, blocks: int, baseline: str) -> dict:
-    """Times every function once per block, in turn, after two warm-up calls each."""
+    """Times every function once per block, in turn, after two warm-up calls each; ratios of each
+    other function's time to ``baseline``'s, per block."""
     # Two: onnxnn's first call on a second, different input builds another session (seen as one
     # block several times slower than the rest when warmed up once), which steady use never pays.
     for _ in range(2):
         for function in functions.values():
             function()
-    times = {name: [] for name in functions}
-    for _ in range(blocks):
-        for name, function in functions.items():
+    times: dict = {name: [] for name in functions}
+    names = list(functions)
+    for block in range(blocks):
+        # Rotated per block: a function run right after a session whose threads still spin (a raw
+        # onnxruntime session's do by default) would always be the one slowed down.
+        for name in names[block % len(names) :] + names[: block % len(names)]:
             start = time.perf_counter()
-            function()
+            functions[name]()
             times[name].append(time.perf_counter() - start)
     result = {}
     for name, values in times.items():
@@ -91,9 +111,9 @@ def _compare(functions: dict, blocks: int, baseline: str) -> dict:
         result[f"{name}_ms"] = {"median": median, "q1": q1, "q3": q3}
     for name in functions:
         if name != baseline:
-            ratios = [ours / theirs for ours, theirs in zip(times[baseline], times[name])]
+            ratios = [ours / theirs for ours, theirs in zip(times[name], times[baseline])]
             q1, median, q3 = _quartiles(ratios)
-            result[f"{baseline}_over_{name}"] = {"median": median, "q1": q1, "q3": q3}
+            result[f"{name}_over_{baseline}"] = {"median": median, "q1": q1, "q3": q3}
     return result
 
 
@@ -153,14 +173,22 @@ def bench_forward(model, feeds: list, trace: list, input_names: list, blocks: in
         output_names=["output"],
         dynamic_axes={**{name: {0: "batch"} for name in input_names}, "output": {0: "batch"}},
     )
-    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = onnxnn.get_num_threads()
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
     tensors = [[onnxnn.from_numpy(a) for a in arrays] for arrays in feeds]
     next_tensors = _cycle(tensors)
     next_feed = _cycle([dict(zip(input_names, arrays)) for arrays in feeds])
 
+    compiled = onnxnn.compile(model)
+
     def ours():
         with onnxnn.no_grad():
             model(*next_tensors()).numpy()
+
+    def ours_compiled():
+        with onnxnn.no_grad():
+            compiled(*next_tensors()).numpy()
 
     def raw():
         session.run(None, next_feed())
@@ -168,7 +196,8 @@ def bench_forward(model, feeds: list, trace: list, input_names: list, blocks: in
     with onnxnn.no_grad():
         expected = model(*tensors[0]).numpy()
     difference = float(np.abs(session.run(None, dict(zip(input_names, feeds[0])))[0] - expected).max())
-    result = _compare({"onnxnn": ours, "raw_onnxruntime": raw}, blocks, "onnxnn")
+    contenders = {"onnxnn": ours, "onnxnn_compiled": ours_compiled, "raw_onnxruntime": raw}
+    result = _compare(contenders, blocks, "raw_onnxruntime")
     result["max_abs_difference"] = difference
     return result
 
@@ -296,7 +325,7 @@ def bench_training_step(model, twin, batch: int, size: int, classes: int, blocks
         torch_optimizer.step()
         loss.item()
 
-    return _compare({"onnxnn": ours, "torch": theirs}, blocks, "onnxnn")
+    return _compare({"onnxnn": ours, "torch": theirs}, blocks, "torch")
 
 
 def main() -> None:
@@ -304,7 +333,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (see the module docstring)")
     parser.add_argument("--blocks", type=int, default=5, help="interleaved timing blocks per row (default 5)")
     parser.add_argument("--only", default="", help="run the rows whose name contains this")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads of every contender (default 1: on a machine of few cores, the spinning "
+        "thread pools of two sessions in one process take each other's cores and time that instead)",
+    )
     arguments = parser.parse_args()
+    onnxnn.set_num_threads(arguments.threads)
+    if torch is not None:
+        torch.set_num_threads(arguments.threads)
     quick = arguments.quick
     size, sequence, layers = (64, 32, 4) if quick else (224, 128, 12)
     batches = (1, 4) if quick else (1, 16)

@@ -8,7 +8,6 @@ template at its first replay. Interpreting the same tables at each call costs ab
 
 from __future__ import annotations
 
-
 from ...ir.graph import constant
 from ..realization import data_of, host_data
 from .known_plans import KnownPlan
