@@ -75,6 +75,18 @@ def test_padding_row_is_zero_at_init_and_gets_no_gradient():
     np.testing.assert_allclose(module.weight.grad.numpy(), expected, rtol=0, atol=2 * gamma(3) * 4)
 
 
+@pytest.mark.parametrize("build", [nn.Embedding, nn.EmbeddingBag], ids=["embedding", "bag"])
+def test_the_padding_row_is_zeroed_at_once_as_the_init_fills_are(build):
+    # Computed at construction: a first call then records the graph of every later call.
+    onnxnn.manual_seed(0)
+    module = build(6, 4, padding_idx=-2)
+    assert module.weight._value.data is not None
+    onnxnn.manual_seed(0)
+    drawn = onnxnn.randn(6, 4).numpy().copy()  # the draw nn.init.normal_ made
+    drawn[4] = 0
+    np.testing.assert_array_equal(module.weight.detach().numpy(), drawn)
+
+
 @pytest.mark.parametrize("padding_idx, row", [(-1, 5), (-6, 0), (3, 3)])
 def test_negative_padding_idx_counts_from_the_end(padding_idx, row):
     assert nn.Embedding(6, 2, padding_idx=padding_idx).padding_idx == row

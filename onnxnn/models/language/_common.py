@@ -15,7 +15,6 @@ import numpy as np
 
 from ...nn import GELU, Embedding, LayerNorm, Linear, Module, ReLU, SiLU, Tanh, init
 from ...nn import functional as F
-from ...runtime.grad_mode import no_grad
 from ...runtime.internal import constant_tensor
 from ...runtime.tensor import Tensor
 from .config import PretrainedConfig
@@ -133,9 +132,7 @@ def init_normal_(module: Module, std: float) -> None:
                 init.zeros_(sub.bias)
         elif isinstance(sub, Embedding):
             init.normal_(sub.weight, mean=0.0, std=std)
-            if sub.padding_idx is not None:
-                with no_grad():  # item assignment: onnxnn's views do not alias their base
-                    sub.weight[sub.padding_idx] = 0.0
+            sub._fill_padding_idx_with_zero()
         elif isinstance(sub, LayerNorm):
             init.ones_(sub.weight)
             init.zeros_(sub.bias)

@@ -7,7 +7,7 @@ from typing import Callable, Optional
 
 from ...nn import GELU, AdaptiveAvgPool2d, Conv2d, Flatten, LayerNorm, Linear, Module, Parameter, Sequential, init
 from ...nn import functional as F
-from ...runtime.creation import ones
+from ...runtime.creation import full
 from ...runtime.tensor import Tensor
 from ._layers import Conv2dNormActivation, StochasticDepth
 from ._weights import WeightsPath, load_weights
@@ -57,7 +57,7 @@ class CNBlock(Module):
             Linear(in_features=4 * dim, out_features=dim, bias=True),
             Permute([0, 3, 1, 2]),
         )
-        self.layer_scale = Parameter(ones(dim, 1, 1) * layer_scale)
+        self.layer_scale = Parameter(full((dim, 1, 1), layer_scale))  # whole at construction, not a pending product
         self.stochastic_depth = StochasticDepth(stochastic_depth_prob, "row")
 
     def forward(self, input: Tensor) -> Tensor:

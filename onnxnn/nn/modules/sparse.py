@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...runtime.creation import empty
 from ...runtime.grad_mode import no_grad
+from ...runtime.internal import constant_tensor, known_data
 from ...runtime.tensor import Tensor
 from .. import functional as F
 from .. import init
@@ -11,6 +12,21 @@ from ..parameter import Parameter
 from .module import Module
 
 __all__ = ["Embedding", "EmbeddingBag"]
+
+
+def _zero_row(weight: Tensor, row: int | None) -> None:
+    """Zeroes ``weight[row]`` (None: nothing) outside autograd; a computed weight at once, as the
+    ``nn.init`` fills do, so that a new model's first call records the graph of its later ones."""
+    if row is None:
+        return
+    with no_grad():
+        rows = known_data(weight)
+        if rows is None:
+            weight[row] = 0.0  # pending, or on a device: recorded
+            return
+        rows = rows.copy()
+        rows[row] = 0
+        weight.copy_(constant_tensor(rows, weight.dtype, weight.device))
 
 
 def _check_padding_idx(padding_idx: int | None, num_embeddings: int) -> int | None:
@@ -109,9 +125,7 @@ class Embedding(Module):
         self._fill_padding_idx_with_zero()
 
     def _fill_padding_idx_with_zero(self) -> None:
-        if self.padding_idx is not None:
-            with no_grad():
-                self.weight[self.padding_idx] = 0.0
+        _zero_row(self.weight, self.padding_idx)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.embedding(
@@ -232,9 +246,7 @@ class EmbeddingBag(Module):
     def reset_parameters(self) -> None:
         """Draws the weight from ``N(0, 1)`` and zeroes the padding row."""
         init.normal_(self.weight)
-        if self.padding_idx is not None:
-            with no_grad():
-                self.weight[self.padding_idx] = 0.0
+        _zero_row(self.weight, self.padding_idx)
 
     def forward(self, input: Tensor, offsets: Tensor | None = None, per_sample_weights: Tensor | None = None) -> Tensor:
         return F.embedding_bag(

@@ -47,6 +47,14 @@ def test_forward_agrees_on_both_executors(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_a_new_model_holds_every_parameter_and_buffer_computed(name):
+    # BERT's padded word embeddings and its position_ids buffer (an expand view) once stayed pending.
+    model = build(name)
+    state = {**dict(model.named_buffers()), **model.state_dict(keep_vars=True)}
+    assert [key for key, tensor in state.items() if tensor._value.data is None] == []
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_a_compiled_model_runs_prepared_with_the_plain_calls_bits(name):
     # Their ModelOutput results and the position ids their embeddings check (made by the forward
     # or sliced from a buffer) once kept every compiled call running its Python forward.
