@@ -14,6 +14,7 @@ from ..ir.attributes import attribute_subgraphs
 
 __all__ = [
     "DISABLED_OPTIMIZERS",
+    "CPU_DISABLED_OPTIMIZERS",
     "COMMON_SUBEXPRESSIONS_MOST_NODES",
     "NCHWC_REPAYING_OPS",
     "disabled_optimizers",
@@ -28,13 +29,16 @@ __all__ = [
 # FuseReluClip: onnxruntime 1.31 refuses a float64 Clip whose bound is a constant once a Relu before
 # it is fused in ("Unexpected data type for Clip 'min' input of 11"), and onnxnn writes a missing
 # bound as a constant infinity (runtime/ops/clip_bounds.py): relu(x).clamp(max=6.0) in float64 failed.
-# SkipLayerNormFusion turns a residual Add + LayerNormalization over 3-d tensors (every transformer
-# block, twice) into SkipLayerNormalization, whose CPU kernel in onnxruntime 1.31 runs 4 to 6.6
-# times slower than the two ops: Add + LayerNormalization over 1x128x768, one thread, 77 us against
-# 509 us fused; 16x128x768 2.1 ms against 8.2 (two threads 2.5 against 8.1). A 4-layer BERT (hidden
-# 768, sequence 128, batch 1) took 84.3 ms a call with it, 79.9 without, and its exported graph,
-# whose symbolic batch the fusion skips, 80.8.
-DISABLED_OPTIMIZERS = ["MatMulAddFusion", "FuseReluClip", "SkipLayerNormFusion"]
+DISABLED_OPTIMIZERS = ["MatMulAddFusion", "FuseReluClip"]
+
+# Left out of sessions on the CPU only. SkipLayerNormFusion turns a residual Add + LayerNormalization
+# over 3-d tensors (every transformer block, twice) into SkipLayerNormalization, whose CPU kernel in
+# onnxruntime 1.31 runs 4 to 6.6 times slower than the two ops: Add + LayerNormalization over
+# 1x128x768, one thread, 77 us against 509 us fused; 16x128x768 2.1 ms against 8.2 (two threads 2.5
+# against 8.1). A 4-layer BERT (hidden 768, sequence 128, batch 1) took 84.3 ms a call with it, 79.9
+# without, and its exported graph, whose symbolic batch the fusion skips, 80.8. The CUDA kernel was
+# not measured: a GPU session keeps the fusion.
+CPU_DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
 
 # onnxruntime's CommonSubexpressionElimination takes time superlinear in a graph's nodes, and a large
 # model's training step is a large graph: one session of a training step (batch 2, 32x32, one thread,
@@ -147,22 +151,23 @@ def _may_hold_an_empty_dim(graph: onnx.GraphProto) -> bool:
     return False
 
 
-def disabled_optimizers(model: onnx.ModelProto | bytes) -> list[str]:
+def disabled_optimizers(model: onnx.ModelProto | bytes, on_cpu: bool = True) -> list[str]:
     """The onnxruntime graph transformers that onnxnn's session of ``model`` leaves out.
 
-    ``DISABLED_OPTIMIZERS`` always; ``NchwcTransformer`` too unless the model (its graph, subgraphs
-    or functions) holds an op whose NCHWc kernel repays the layout's reorders (``NCHWC_REPAYING_OPS``;
-    a convolution of the main graph only with a constant weight); ``CommonSubexpressionElimination``
-    in a graph of more than ``COMMON_SUBEXPRESSIONS_MOST_NODES`` nodes; ``LayerNormFusionL1`` in a
-    graph with a Pow (see ``_POW_BREAKS_LAYER_NORM_FUSION``); ``GemmTransposeFusion``,
-    ``MatmulTransposeFusion``, the transpose optimizer and ``ExpandElimination`` where the graph has the
-    patterns they break. A serialized model keeps all
-    but these.
+    ``DISABLED_OPTIMIZERS`` always, and ``CPU_DISABLED_OPTIMIZERS`` ``on_cpu``; ``NchwcTransformer``
+    too unless the model (its graph, subgraphs or functions) holds an op whose NCHWc kernel repays
+    the layout's reorders (``NCHWC_REPAYING_OPS``; a convolution of the main graph only with a
+    constant weight); ``CommonSubexpressionElimination`` in a graph of more than
+    ``COMMON_SUBEXPRESSIONS_MOST_NODES`` nodes; ``LayerNormFusionL1`` in a graph with a Pow (see
+    ``_POW_BREAKS_LAYER_NORM_FUSION``); ``GemmTransposeFusion``, ``MatmulTransposeFusion``, the
+    transpose optimizer and ``ExpandElimination`` where the graph has the patterns they break. A
+    serialized model keeps all but these.
     """
+    always = DISABLED_OPTIMIZERS + CPU_DISABLED_OPTIMIZERS if on_cpu else DISABLED_OPTIMIZERS
     if isinstance(model, bytes):
-        return DISABLED_OPTIMIZERS
+        return always
     graph = model.graph
-    disabled = list(DISABLED_OPTIMIZERS)
+    disabled = list(always)
     if len(graph.node) > COMMON_SUBEXPRESSIONS_MOST_NODES:
         disabled.append("CommonSubexpressionElimination")
     if any(node.op_type == "Pow" for node in graph.node):

@@ -288,7 +288,10 @@ def create_session(
         options.profile_file_prefix = profile_file_prefix
     data = model if isinstance(model, bytes) else model.SerializeToString()
     return onnxruntime.InferenceSession(
-        data, options, providers=list(providers), disabled_optimizers=disabled_optimizers(model)
+        data,
+        options,
+        providers=list(providers),
+        disabled_optimizers=disabled_optimizers(model, on_cpu=list(providers) == ["CPUExecutionProvider"]),
     )
 
 
