@@ -47,9 +47,9 @@ def derived_check(value, check: Callable[[np.ndarray], None], trace=None) -> tup
     """
     if trace is not None and trace.created is None:
         return None
+    if not _short_history(value):
+        return None  # a model's output (generated tokens): realizing it plans it once, not twice
     graph = plan([value])
-    if len(graph.nodes) > MOST_NODES:
-        return None
     drawn = set() if trace is None else {effect[1] for effect in trace.effects if effect[0] == "draw"}
     source_position = None
     for position, input in enumerate(graph.inputs):
@@ -66,6 +66,21 @@ def derived_check(value, check: Callable[[np.ndarray], None], trace=None) -> tup
     arrays = [input.data for input in graph.inputs]
     source = None if source_position is None else graph.inputs[source_position]
     return source, functools.partial(_computed_then_checked, runner, arrays, source_position, check)
+
+
+def _short_history(value) -> bool:
+    """Whether the pending ``value`` is computed by at most ``MOST_NODES`` nodes (walked no further)."""
+    seen: set = set()
+    pending = [value]
+    while pending:
+        node = pending.pop().node
+        if node is None or id(node) in seen:
+            continue
+        if len(seen) == MOST_NODES:
+            return False
+        seen.add(id(node))
+        pending.extend(input for input in node.inputs if input is not None and input.data is None)
+    return True
 
 
 def _computed_then_checked(runner, arrays: list, source_position: int | None, check, source_array) -> None:

@@ -15,7 +15,8 @@ import pytest
 import onnxnn
 import onnxnn.nn as nn
 import onnxnn.nn.functional as F
-from onnxnn.runtime.fastpath import forward_replay
+from onnxnn.ir.plan import plan
+from onnxnn.runtime.fastpath import derived_checks, forward_replay
 
 from .training_loops import recorded_steps
 
@@ -316,3 +317,19 @@ def test_a_replay_refuses_computed_positions_out_of_range(positions, break_it, i
     assert forward_replay.replay_info()["traced"] == 1  # refused by the replay's check
     with onnxnn.set_fast_path(False), pytest.raises(IndexError, match=message):
         model(ids, 2)
+
+
+@pytest.mark.parametrize("nodes, computed_apart", [(3, True), (derived_checks.MOST_NODES + 6, False)])
+def test_pending_indices_are_computed_apart_only_when_their_history_is_short(monkeypatch, nodes, computed_apart):
+    # A long history (tokens a model generated) is realized as the rest of the call would: planning
+    # it apart first, to find it too long, would walk it twice.
+    planned = []
+    monkeypatch.setattr(derived_checks, "plan", lambda values: planned.append(values) or plan(values))
+    layer = nn.Embedding(5, 2)
+    indices = onnxnn.tensor([1, 3])
+    for _ in range(nodes):
+        indices = indices + 0
+    looked_up = layer(indices)
+    assert (indices._value.data is None) == computed_apart  # computed apart, the value is left pending
+    assert bool(planned) == computed_apart
+    np.testing.assert_array_equal(looked_up.detach().numpy(), layer.weight.detach().numpy()[[1, 3]])
