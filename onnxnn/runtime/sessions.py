@@ -274,7 +274,8 @@ def create_session(
     options.log_severity_level = 4 if quiet else 3
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = MODE.inter_op_threads
-    cut = _cut_part(model) if list(providers) == ["CPUExecutionProvider"] else None
+    on_cpu = list(providers) == ["CPUExecutionProvider"]
+    cut = _cut_part(model) if on_cpu else None
     if cut is not None and _shared_cpu_arena(onnxruntime):
         options.add_session_config_entry("session.use_env_allocators", "1")
     if cut is not None and threads != 1 and cut[1] > SPINNING_MOST_SESSIONS:
@@ -291,7 +292,7 @@ def create_session(
         data,
         options,
         providers=list(providers),
-        disabled_optimizers=disabled_optimizers(model, on_cpu=list(providers) == ["CPUExecutionProvider"]),
+        disabled_optimizers=disabled_optimizers(model, on_cpu=on_cpu),
     )
 
 
