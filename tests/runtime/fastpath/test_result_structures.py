@@ -96,13 +96,13 @@ def _assert_same(result, expected) -> None:
     if expected is None:
         assert result is None
         return
-    assert result[0] is expected[0] and len(result[1]) == len(expected[1])
-    for mine, theirs in zip(result[1], expected[1]):
-        if isinstance(theirs, tuple) and len(theirs) == 2 and isinstance(theirs[0], str):
-            assert mine[0] == theirs[0]
-            _assert_same(mine[1], theirs[1])
-        else:
-            _assert_same(mine, theirs)
+    (kind, theirs), (found_kind, mine) = expected, result
+    assert found_kind is kind and len(mine) == len(theirs)
+    if issubclass(kind, dict):  # (key, layout) entries, in order
+        assert [key for key, _ in mine] == [key for key, _ in theirs]
+        mine, theirs = [layout for _, layout in mine], [layout for _, layout in theirs]
+    for item, expected_item in zip(mine, theirs):
+        _assert_same(item, expected_item)
 
 
 def _calls(module, compiled: bool, count: int = 5) -> list:
