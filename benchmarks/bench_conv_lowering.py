@@ -19,6 +19,11 @@ was cheap: 0.54-0.88 for every 3x3 shape measured, 16 to 256 channels at 2x2 to 
 ConvTranspose 0.62-0.79, 5x5 and 7x7 kernels 0.64-0.80; one GEMM stays ahead where it applies at
 batch 8 (512 channels at 2x2: 0.35 against 0.52).
 
+Depthwise layers (2026-12-04, ``--only depthwise``): the blocked kernels 0.04-0.59 of onnxruntime's
+Conv for MobileNetV2's layers at 112x112 (batch 8) and 64x64 (batch 4), the most where the images
+are smallest and the channels most (960 at 4x4: 0.05); their input gradients 0.04-0.59; one 4x4
+image of 32 channels 0.61, a 1x1 kernel 0.75. Hence no size bound for them.
+
 Run: python benchmarks/bench_conv_lowering.py [--blocks N] [--block-seconds S] [--only NAME]
 """
 
@@ -70,6 +75,20 @@ SHAPES = [
     ("input_gradient_depthwise_144ch_56x56_b8", "conv_transpose", (8, 144, 56, 56), 1, 3, 1, 1, 144),
     ("input_gradient_depthwise_384ch_14x14_b8", "conv_transpose", (8, 384, 14, 14), 1, 3, 1, 1, 384),
     ("input_gradient_depthwise_96ch_7x7_kernel_b8", "conv_transpose", (8, 96, 56, 56), 1, 7, 1, 3, 96),
+    # MobileNetV2's depthwise layers, at 112x112 images (batch 8) and at 64x64 (batch 4).
+    ("depthwise_96ch_56x56_stride2_b8", "conv", (8, 96, 56, 56), 96, 3, 2, 1, 96),
+    ("depthwise_144ch_56x56_b8", "conv", (8, 144, 56, 56), 144, 3, 1, 1, 144),
+    ("depthwise_192ch_14x14_b8", "conv", (8, 192, 14, 14), 192, 3, 1, 1, 192),
+    ("depthwise_576ch_7x7_b8", "conv", (8, 576, 7, 7), 576, 3, 1, 1, 576),
+    ("depthwise_960ch_4x4_b8", "conv", (8, 960, 4, 4), 960, 3, 1, 1, 960),
+    ("depthwise_960ch_2x2_b4", "conv", (4, 960, 2, 2), 960, 3, 1, 1, 960),
+    ("depthwise_384ch_4x4_b4", "conv", (4, 384, 4, 4), 384, 3, 1, 1, 384),
+    ("input_gradient_depthwise_960ch_4x4_b8", "conv_transpose", (8, 960, 4, 4), 1, 3, 1, 1, 960),
+    ("input_gradient_depthwise_384ch_4x4_b4", "conv_transpose", (4, 384, 4, 4), 1, 3, 1, 1, 384),
+    ("input_gradient_depthwise_960ch_2x2_b4", "conv_transpose", (4, 960, 2, 2), 1, 3, 1, 1, 960),
+    ("depthwise_32ch_4x4_b1", "conv", (1, 32, 4, 4), 32, 3, 1, 1, 32),
+    ("depthwise_32ch_1x1_b1", "conv", (1, 32, 1, 1), 32, 3, 1, 1, 32),
+    ("depthwise_1x1_kernel_64ch_16x16_b8", "conv", (8, 64, 16, 16), 64, 1, 1, 0, 64),
 ]
 
 # form -> the bounds that build it for every shape and no other form

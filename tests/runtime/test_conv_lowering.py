@@ -114,6 +114,37 @@ def test_a_session_computes_the_convolution_in_the_form_the_bounds_say(case):
     assert _form_of(model) == _expected_form(form)
 
 
+# (input shape, kernel, stride, padding, dilation, bias, form, groups): a depthwise convolution (groups of
+# one input and one output channel) takes the blocked kernels at every size where its channels are a
+# multiple of their block: onnxruntime's own Conv convolves each channel as a GEMM of one row.
+DEPTHWISE_CASES = {
+    "MobileNetV2's 3x3 at 12x12": ((2, 32, 12, 12), 3, 1, 1, 1, False, BLOCKED, 32),
+    "strided, with bias": ((2, 32, 15, 15), 3, 2, 1, 1, True, BLOCKED, 32),
+    "dilated, asymmetric padding, rectangular kernel": ((1, 48, 11, 10), (3, 2), 1, (2, 0), 2, True, BLOCKED, 48),
+    "one 2x2 image": ((1, 64, 2, 2), 3, 1, 1, 1, False, BLOCKED, 64),
+    "a 1x1 kernel": ((2, 32, 5, 5), 1, 1, 0, 1, True, BLOCKED, 32),
+    "channels not a multiple of the block": ((2, 12, 9, 9), 3, 1, 1, 1, False, None, 12),
+    "groups of two channels keep the op": ((2, 32, 8, 8), 3, 1, 1, 1, False, None, 16),
+}
+
+
+@pytest.mark.parametrize("case", DEPTHWISE_CASES.values(), ids=DEPTHWISE_CASES.keys())
+def test_a_depthwise_convolution_runs_on_the_blocked_kernels_where_its_channels_allow(case):
+    input_shape, kernel, stride, padding, dilation, bias, form, group = case
+    kernel, stride, padding, dilation = _pair(kernel), _pair(stride), _pair(padding), _pair(dilation)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(input_shape).astype(np.float32)
+    w = rng.standard_normal((input_shape[1], input_shape[1] // group, *kernel)).astype(np.float32)
+    b = rng.standard_normal(input_shape[1]).astype(np.float32) if bias else None
+    with onnxnn.set_executor("onnxruntime"):
+        arguments = (onnxnn.from_numpy(x), onnxnn.from_numpy(w), None if b is None else onnxnn.from_numpy(b))
+        output = F.conv2d(*arguments, stride=stride, padding=padding, dilation=dilation, groups=group)
+        model = build_model(plan([output._value], include_shared=False), lower=True)
+        result = output.numpy()
+    _assert_convolution(result, x, w, b, stride, padding, dilation, group=group)
+    assert _form_of(model) == _expected_form(form)
+
+
 BLOCKED_CASES = {name: case for name, case in CASES.items() if case[-1] == BLOCKED}
 
 
@@ -140,7 +171,8 @@ def test_the_blocked_weight_is_reordered_as_the_threads_say(case, threads, reque
 
 # (input shape, output channels per group, kernel, padding, dilation, bias, form[, groups]): stride 1
 # throughout. 1x1 kernels and groups of one output channel (depthwise layers' input gradients) run as
-# a plain Conv, with the weight transposed or (per group) flipped.
+# a plain Conv, with the weight transposed or (per group) flipped; groups of one input and one output
+# channel whose number is a multiple of the block on the blocked kernels, flipped.
 TRANSPOSE_CASES = {
     "small ResNet's input gradient at 32x32": ((4, 16, 32, 32), 16, 3, 1, 1, False, BLOCKED),
     "into more channels, with bias": ((2, 32, 16, 16), 48, 3, 1, 1, True, BLOCKED),
@@ -154,7 +186,9 @@ TRANSPOSE_CASES = {
     "a 1x1 kernel, with bias": ((2, 24, 9, 9), 40, 1, 0, 1, True, AS_CONV),
     "a 1x1 kernel, channels a multiple of the block": ((8, 32, 8, 8), 64, 1, 0, 1, False, AS_CONV),
     "a 1x1 kernel cropping its output keeps the op": ((2, 8, 9, 9), 8, 1, 1, 1, False, None),
-    "depthwise 3x3, with bias": ((2, 8, 9, 9), 1, 3, 1, 1, True, AS_CONV, 8),
+    "depthwise 3x3, with bias": ((2, 12, 9, 9), 1, 3, 1, 1, True, AS_CONV, 12),
+    "depthwise 3x3, channels a multiple of the block, with bias": ((2, 32, 9, 9), 1, 3, 1, 1, True, BLOCKED, 32),
+    "depthwise, dilated, rectangular kernel, one 3x3 image": ((1, 64, 3, 3), 1, (3, 2), (2, 1), 2, False, BLOCKED, 64),
     "groups of three input channels, dilated, rectangular": ((1, 12, 10, 11), 1, (3, 2), (2, 1), 2, False, AS_CONV, 4),
     "depthwise 7x7": ((2, 6, 12, 12), 1, 7, 3, 1, False, AS_CONV, 6),
     "groups of two output channels keep the op": ((2, 8, 9, 9), 2, 3, 1, 1, False, None, 4),
@@ -176,7 +210,9 @@ def test_a_stride_one_conv_transpose_runs_as_the_flipped_convolution_where_the_b
         model = build_model(plan([output._value], include_shared=False), lower=True)
         result = output.numpy()
     _assert_convolution(result, x, w, b, (1, 1), padding, dilation, conv_transpose_reference, group)
-    assert _form_of(model, transposed=True) == _expected_form(form)
+    # Without the blocked kernels, groups of one channel still run as a plain Conv.
+    expected = AS_CONV if form == BLOCKED and group > 1 and block_size() is None else _expected_form(form)
+    assert _form_of(model, transposed=True) == expected
 
 
 def test_a_strided_conv_transpose_keeps_the_op():

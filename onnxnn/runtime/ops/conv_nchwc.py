@@ -39,12 +39,14 @@ from ...ir.plan import IR_VERSION
 from ..sessions import create_session
 from .training import int64_initializers, node_emitter
 
-__all__ = ["NCHWC_DOMAIN", "block_size", "emit_blocked_conv"]
+__all__ = ["NCHWC_DOMAIN", "block_size", "emit_blocked_conv", "emit_blocked_depthwise_conv"]
 
 NCHWC_DOMAIN = "com.microsoft.nchwc"
 _CANDIDATE_BLOCK_SIZES = (16, 8)
 # MLAS has these kernels for x86-64 (AVX2 and AVX-512); elsewhere onnxnn keeps the standard Conv.
 _MACHINES = ("x86_64", "amd64")
+# A Slice's end that reverses an axis through its first element.
+_INT64_MIN = np.iinfo(np.int64).min
 
 
 def emit_blocked_conv(
@@ -89,9 +91,7 @@ def emit_blocked_conv(
         )
         # The taps in reverse order are the kernel flipped along both spatial axes: the ConvTranspose's
         # scatter is the Conv's correlation. Reversed while the tap axis is major, whole blocks move.
-        flipped = emit(
-            "Slice", by_tap, constant([-1]), constant([np.iinfo(np.int64).min]), constant([1]), constant([-1])
-        )
+        flipped = emit("Slice", by_tap, constant([-1]), constant([_INT64_MIN]), constant([1]), constant([-1]))
         blocked = emit("Transpose", flipped, perm=[0, 2, 1, 3])  # (M/B, C/B, K, B_in * B_out)
     elif threads == 1:
         # (M, C/B, B_in, K) -> (M, C/B, K, B_in); (M/B, B_out, C*K) -> (M/B, C*K, B_out)
@@ -107,6 +107,51 @@ def emit_blocked_conv(
         blocked = emit("Transpose", by_input_block, perm=[0, 2, 1, 3])
     # The kernel reads a rank-4 weight of the reordered layout's sizes.
     weight = emit("Reshape", blocked, constant([out_channels, channels, *kernel]))
+    _convolve_blocked(emit, input_name, weight, bias_name, output_name, out_channels, attributes)
+
+
+def emit_blocked_depthwise_conv(
+    emit,
+    constant,
+    input_name: str,
+    weight_name: str,
+    bias_name: str,
+    output_name: str,
+    weight_shape,
+    attributes: dict,
+    block: int,
+    flipped: bool = False,
+) -> None:
+    """Appends the nodes computing a depthwise ``Conv(X, W, bias)`` with the blocked kernels.
+
+    A depthwise convolution (``group`` = its channels, each group one input and one output channel)
+    is a weight of ``(C, 1, kh, kw)``, which the kernels read as ``(C/B, kh*kw, B)``: each tap's
+    weights of a block of channels side by side. onnxruntime's own Conv convolves each channel as a
+    GEMM of one row, 3-12x slower (``benchmarks/bench_conv_lowering.py``).
+
+    Args:
+        emit, constant, input_name, weight_name, bias_name, output_name: as ``emit_blocked_conv``.
+        weight_shape: the weight's shape as fed, ``(C, 1, kh, kw)``.
+        attributes: the explicit ``kernel_shape``, ``strides``, ``dilations`` and ``pads``.
+        block: ``block_size()``; the channels must be a multiple of it.
+        flipped: the kernel reversed along both spatial axes first (a stride-1 ConvTranspose of
+            groups of one channel, a depthwise layer's input gradient, is that convolution).
+    """
+    channels, _, *kernel = weight_shape
+    taps = math.prod(kernel)
+    by_channel_block = emit("Reshape", weight_name, constant([channels // block, block, taps]))
+    by_tap = emit("Transpose", by_channel_block, perm=[0, 2, 1])  # (C/B, taps, B)
+    if flipped:  # the taps in reverse order: whole blocks of B weights move
+        by_tap = emit("Slice", by_tap, constant([-1]), constant([_INT64_MIN]), constant([1]), constant([-1]))
+    weight = emit("Reshape", by_tap, constant([channels, 1, *kernel]))
+    _convolve_blocked(emit, input_name, weight, bias_name, output_name, channels, {**attributes, "group": channels})
+
+
+def _convolve_blocked(
+    emit, input_name: str, weight: str, bias_name: str, output_name: str, out_channels: int, attributes
+):
+    """The blocked convolution of ``input_name`` with the reordered ``weight``: the input moved to the
+    blocked layout, convolved, and moved back."""
     blocked_input = emit("ReorderInput", input_name, domain=NCHWC_DOMAIN)
     inputs = (blocked_input, weight, bias_name) if bias_name else (blocked_input, weight)
     blocked_output = emit("Conv", *inputs, domain=NCHWC_DOMAIN, **attributes)
