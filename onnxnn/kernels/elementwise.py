@@ -12,11 +12,9 @@ import math
 
 import numpy as np
 
-from . import compiled_normalization
 from ._common import numpy_dtype
 from ..ir.domains import ONNXNN_DOMAIN
 from ..ir.kernel_registry import ALL_TYPES, BOOL, FLOATING, INTEGER, NUMERIC, SIGNED, kernels
-from ..ir.registry import compiled_forms
 from .special import erf, erfc
 
 __all__: list[str] = []
@@ -295,25 +293,6 @@ def _abs_gradient(g, x, xp=np):
 @kernels.register("AbsGradient", domain=ONNXNN_DOMAIN, types=FLOATING, direct=_abs_gradient)
 def abs_gradient(xp, inputs, attrs):
     return [_abs_gradient(*inputs, xp=xp)]
-
-
-@kernels.register("ReluGradient", domain=ONNXNN_DOMAIN, types=FLOATING)
-def relu_gradient(xp, inputs, attrs):
-    """0 where ``Y <= 0``, else ``G``, NaN included (runtime/ops/relu_gradient.py): the compiled loop where
-    it applies."""
-    g, y = inputs
-    if xp is np and compiled_normalization.eligible(g.shape, g.dtype, per_channel=False):
-        return [compiled_normalization.relu_gradient(g, y)]
-    return [xp.where(y <= 0, g.dtype.type(0), g)]
-
-
-@compiled_forms.register("ReluGradient", domain=ONNXNN_DOMAIN)
-def _compiled_relu_gradient(node, threads: int):
-    """onnxnn's sessions run a large float32 ReLU gradient as the compiled loop, outside onnxruntime."""
-    g = node.inputs[0]
-    if not compiled_normalization.eligible(g.shape, g.dtype.numpy_dtype, per_channel=False):
-        return None
-    return lambda arrays, threads: [compiled_normalization.relu_gradient(arrays[0], arrays[1], threads)]
 
 
 # ---------------------------------------------------------------- activations with attributes

@@ -35,6 +35,7 @@ import ml_dtypes
 import numpy as np
 
 from . import (  # noqa: F401  (registration)
+    activation_gradients,
     conv,
     elementwise,
     indexing,

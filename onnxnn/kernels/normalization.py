@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from . import compiled_normalization
+from .activation_gradients import masked_by_activation
 from ._common import normalize_axis, reduce_mean, reduce_sum, to_scalar
 from ..ir.domains import ONNXNN_DOMAIN
 from ..ir.kernel_registry import FLOATING, kernels
@@ -96,14 +97,16 @@ def batch_normalization_training(xp, inputs, attrs):
 @kernels.register("BatchNormalizationTrainingGradient", domain=ONNXNN_DOMAIN, types=FLOATING)
 def batch_normalization_training_gradient(xp, inputs, attrs):
     """dX, dscale and dB of ``BatchNormalizationTraining`` (runtime/ops/batch_norm_training.py's formulas),
-    for G masked by the ReLU output R where R is given."""
+    for G masked by the output A of a ReLU, or of a Hardtanh with its bounds, where A is given."""
     g, x, scale, mean, variance = inputs[:5]
-    relu_output = inputs[5] if len(inputs) == 6 else None
+    activation_output, bounds = _folded_activation(inputs)
     epsilon = _epsilon(attrs)
     if xp is np and compiled_normalization.eligible(x.shape, x.dtype):
-        return compiled_normalization.batch_norm_training_gradient(g, x, scale, mean, variance, epsilon, 1, relu_output)
-    if relu_output is not None:
-        g = xp.where(relu_output <= 0, g.dtype.type(0), g)  # ReluGradient's: NaN passes G
+        return compiled_normalization.batch_norm_training_gradient(
+            g, x, scale, mean, variance, epsilon, 1, activation_output, bounds
+        )
+    if activation_output is not None:
+        g = masked_by_activation(xp, g, activation_output, bounds)
     shape = _channel_shape(x)
     axes = (0,) + tuple(range(2, x.ndim))
     centered = x - mean.reshape(shape)
@@ -126,24 +129,31 @@ def batch_normalization_training_gradient(xp, inputs, attrs):
 @compiled_forms.register("BatchNormalizationTraining", domain=ONNXNN_DOMAIN)
 def _compiled_batch_normalization_training(node, threads: int):
     """onnxnn's sessions run a float32 training batch normalization over planes as the compiled loop."""
-    return _forward_loop(node, relu=False)
+    return _forward_loop(node, None)
 
 
 @compiled_readers.register("BatchNormalizationTraining", domain=ONNXNN_DOMAIN)
 def _compiled_batch_normalization_training_and_readers(node, readers: list, threads: int):
-    """The loop writes what the normalization's only readers would: the ReLU of its output (most
-    convolutional networks' BatchNorm-ReLU), or its sum with a residual of the same shape and then,
-    where one is all that reads the sum, that sum's ReLU (a residual block's end). Those readers cost
-    no passes of their own."""
+    """The loop writes what the normalization's only readers would: the ReLU or the Hardtanh (ReLU6) of
+    its output (most convolutional networks' BatchNorm-ReLU, MobileNet's BatchNorm-ReLU6), or its sum
+    with a residual of the same shape and then, where one is all that reads the sum, that sum's ReLU
+    (a residual block's end). Those readers cost no passes of their own."""
     first = readers[0]
     if (first.op_type, first.domain) == ("Relu", ""):
-        run = _forward_loop(node, relu=True)
+        run = _forward_loop(node, "relu")
+        return None if run is None else (run, 1)
+    if (first.op_type, first.domain) == (HARDTANH, ONNXNN_DOMAIN):
+        run = _forward_loop(node, "clamp")  # its bounds come after the normalization's inputs
         return None if run is None else (run, 1)
     if not _adds_a_residual(first, node.inputs[0]):
         return None
     relu = len(readers) > 1 and (readers[1].op_type, readers[1].domain) == ("Relu", "")
-    run = _forward_loop(node, relu=relu, residual=True)
+    run = _forward_loop(node, "relu" if relu else None, residual=True)
     return None if run is None else (run, 2 if relu else 1)
+
+
+# onnxnn's Hardtanh (runtime/ops/hardtanh.py), which sessions run as a Clip.
+HARDTANH = "Hardtanh"
 
 
 def _adds_a_residual(add, x) -> bool:
@@ -154,7 +164,9 @@ def _adds_a_residual(add, x) -> bool:
     return first is not second and all(v.shape == x.shape and v.dtype is x.dtype for v in (first, second))
 
 
-def _forward_loop(node, relu: bool, residual: bool = False):
+def _forward_loop(node, activation: str | None, residual: bool = False):
+    """The forward's run: ``activation`` None, "relu" or "clamp" (its bounds the arrays after the
+    normalization's three); with ``residual``, the residual after them."""
     x = node.inputs[0]
     if not compiled_normalization.eligible(x.shape, x.dtype.numpy_dtype):
         return None
@@ -163,7 +175,12 @@ def _forward_loop(node, relu: bool, residual: bool = False):
     def run(arrays, threads: int) -> list:
         x, scale, bias = arrays[:3]
         added = arrays[3] if residual else None
-        return compiled_normalization.batch_norm_training(x, scale, bias, epsilon, threads, relu, added)
+        bounds: tuple | None = None
+        if activation == "relu":
+            bounds = compiled_normalization.RELU_BOUNDS
+        elif activation == "clamp":
+            bounds = (float(arrays[3]), float(arrays[4]))
+        return compiled_normalization.batch_norm_training(x, scale, bias, epsilon, threads, bounds, added)
 
     return run
 
@@ -178,12 +195,21 @@ def _compiled_batch_normalization_training_gradient(node, threads: int):
 
     def run(arrays, threads: int) -> list:
         g, x, scale, mean, variance = arrays[:5]
-        relu_output = arrays[5] if len(arrays) == 6 else None
+        activation_output, bounds = _folded_activation(arrays)
         return compiled_normalization.batch_norm_training_gradient(
-            g, x, scale, mean, variance, epsilon, threads, relu_output
+            g, x, scale, mean, variance, epsilon, threads, activation_output, bounds
         )
 
     return run
+
+
+def _folded_activation(inputs) -> tuple:
+    """A BatchNormalizationTrainingGradient's folded activation: its output (or None) and its bounds."""
+    if len(inputs) == 6:
+        return inputs[5], compiled_normalization.RELU_BOUNDS
+    if len(inputs) == 8:
+        return inputs[5], (float(inputs[6]), float(inputs[7]))
+    return None, compiled_normalization.RELU_BOUNDS
 
 
 def _epsilon(attrs) -> float:

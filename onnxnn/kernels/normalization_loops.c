@@ -10,12 +10,13 @@
  *     dX = G k - k / (N S) * (sum(G) + (X - mean) sum(G (X - mean)) / (var + epsilon))
  *     dscale = sum(G (X - mean)) / sqrt(var + epsilon),  dB = sum(G)
  *
- * and ReLU's gradient dX = 0 where Y <= 0, else G (NaN in Y gives G, as PyTorch's threshold_backward and
- * Where(LessOrEqual(Y, 0), 0, G)). When a
- * ReLU reads the normalization's output, the forward may write that ReLU's output in place of Y, and
- * the gradient may take G masked by it: the ReLU and its gradient then cost no pass of their own. At a
- * residual block's end the forward may also add the shortcut R to Y first (relu(Y + R)), which saves
- * that Add's pass as well.
+ * and an activation's gradient from its output A: for a ReLU, dX = 0 where A <= 0, else G (NaN in A gives
+ * G, as PyTorch's threshold_backward and Where(LessOrEqual(A, 0), 0, G)); for a clamp to [low, high] (a
+ * Hardtanh, ReLU6), also 0 where A >= high (PyTorch's hardtanh_backward, which tests its input X: A is
+ * X clamped, on the same side of each bound). When such an activation reads the normalization's output,
+ * the forward may write the activation's output in place of Y, and the gradient may take G masked by it:
+ * the activation and its gradient then cost no pass of their own. At a residual block's end the forward
+ * may also add the shortcut R to Y first (relu(Y + R)), which saves that Add's pass as well.
  *
  * onnxruntime runs each as several graph nodes (runtime/ops/batch_norm_training.py), each a full pass
  * over the activations; ReLU's gradient is a Greater and a Where, whose kernel is three times slower than
@@ -34,7 +35,10 @@
 #include <math.h>
 
 
-#define NORMALIZATION_LOOPS_VERSION 6
+#define NORMALIZATION_LOOPS_VERSION 7
+
+/* The activation a loop folds in: none, a ReLU (a clamp to [0, +inf)), or a clamp to [low, high]. */
+enum { NO_ACTIVATION = 0, RELU = 1, CLAMP = 2 };
 
 EXPORTED int onnxnn_normalization_loops_version(void) { return NORMALIZATION_LOOPS_VERSION; }
 
@@ -46,7 +50,7 @@ typedef struct {
     const float *x, *g, *scale, *bias, *mean, *variance, *mask, *residual;
     float *y, *mean_out, *variance_out, *scale_gradient, *bias_gradient;
     int64_t batch, channels, plane, first, end;
-    float epsilon;
+    float epsilon, low, high; /* ``low`` and ``high``: a CLAMP's bounds (a RELU's ``low`` is 0) */
 } Share;
 
 /* Eight floats at any float's address (the planes start anywhere), read or written as one vector. */
@@ -113,10 +117,30 @@ ALWAYS_INLINE void plane_sums(const float *p, int64_t size, float shift, double 
     *squares += (double)tail_squares;
 }
 
+/* ``*value`` through the activation: below ``low`` is ``low``, then above ``high`` (CLAMP) is ``high``, as
+ * min(max(value, low), high) (onnxruntime's Relu and Clip); NaN and -0 are kept. (Vectors by address:
+ * a vector argument draws GCC's ABI note.) */
+ALWAYS_INLINE void activate8(vector8 *value, int activation, const vector8 *low, const vector8 *high)
+{
+    if (activation == NO_ACTIVATION) return;
+    const mask8 below = *value < *low;
+    *value = (vector8)(((mask8)*low & below) | ((mask8)*value & ~below));
+    if (activation == RELU) return;
+    const mask8 above = *value > *high;
+    *value = (vector8)(((mask8)*high & above) | ((mask8)*value & ~above));
+}
+
+ALWAYS_INLINE float activated1(float value, int activation, float low, float high)
+{
+    if (activation == NO_ACTIVATION) return value;
+    value = value < low ? low : value;
+    return activation == CLAMP && value > high ? high : value;
+}
+
 /* ``residual``: Y + the residual in place of Y (an Add reading Y: a residual block's sum), rounded once as
- * onnxruntime's Add rounds it; ``relu``: then the ReLU of that (NaN and -0 kept, negatives 0, as
- * onnxruntime's Relu), for a ReLU reading it. */
-ALWAYS_INLINE void forward_channels(const Share *s, int residual, int relu)
+ * onnxruntime's Add rounds it; ``activation``: then that through a ReLU or a clamp, for such an activation
+ * reading it. */
+ALWAYS_INLINE void forward_channels(const Share *s, int residual, int activation)
 {
     const int64_t plane = s->plane, stride = s->channels * plane, count = s->batch * plane;
     for (int64_t c = s->first; c < s->end; c++) {
@@ -136,6 +160,7 @@ ALWAYS_INLINE void forward_channels(const Share *s, int residual, int relu)
         const double factor = (double)s->scale[c] / sqrt((double)variance + (double)s->epsilon);
         const float k = (float)factor, shift = (float)((double)s->bias[c] - residual_mean * factor);
         const vector8 center_v = SPLAT8(center), kv = SPLAT8(k), shift_v = SPLAT8(shift);
+        const vector8 low = SPLAT8(s->low), high = SPLAT8(s->high);
         for (int64_t n = 0; n < s->batch; n++) {
             const float *from = x + n * stride;
             const float *added = residual ? s->residual + c * plane + n * stride : NULL;
@@ -144,51 +169,71 @@ ALWAYS_INLINE void forward_channels(const Share *s, int residual, int relu)
             for (; i + 8 <= plane; i += 8) {
                 vector8 value = (LOAD8(from + i) - center_v) * kv + shift_v;
                 if (residual) value += LOAD8(added + i);
-                STORE8(to + i, relu ? (vector8)((mask8)value & ~(value < (vector8){0})) : value);
+                activate8(&value, activation, &low, &high);
+                STORE8(to + i, value);
             }
             for (; i < plane; i++) {
                 float value = (from[i] - center) * k + shift;
                 if (residual) value += added[i];
-                to[i] = relu && value < 0.0f ? 0.0f : value;
+                to[i] = activated1(value, activation, s->low, s->high);
             }
         }
     }
 }
 
-ALWAYS_INLINE void plain_forward_channels(const Share *s) { forward_channels(s, 0, 0); }
+ALWAYS_INLINE void plain_forward_channels(const Share *s) { forward_channels(s, 0, NO_ACTIVATION); }
 
-ALWAYS_INLINE void relu_forward_channels(const Share *s) { forward_channels(s, 0, 1); }
+ALWAYS_INLINE void relu_forward_channels(const Share *s) { forward_channels(s, 0, RELU); }
 
-ALWAYS_INLINE void residual_forward_channels(const Share *s) { forward_channels(s, 1, 0); }
+ALWAYS_INLINE void clamp_forward_channels(const Share *s) { forward_channels(s, 0, CLAMP); }
 
-ALWAYS_INLINE void residual_relu_forward_channels(const Share *s) { forward_channels(s, 1, 1); }
+ALWAYS_INLINE void residual_forward_channels(const Share *s) { forward_channels(s, 1, NO_ACTIVATION); }
 
-/* G's eight floats at ``i`` (``masked``: 0 where the ReLU output ``y`` is at most 0, NaN passing G), and one float. */
-#define GRADIENT8(gp, yp, i, masked) \
-    ((masked) ? (vector8)((mask8)LOAD8((gp) + (i)) & ~(LOAD8((yp) + (i)) <= (vector8){0})) : (vector8)LOAD8((gp) + (i)))
-#define GRADIENT1(gp, yp, i, masked) ((masked) ? ((yp)[i] <= 0.0f ? 0.0f : (gp)[i]) : (gp)[i])
+ALWAYS_INLINE void residual_relu_forward_channels(const Share *s) { forward_channels(s, 1, RELU); }
 
-/* ``masked``: G is first masked by the ReLU output (``s->mask``) it went through, ReluGradient's pass folded in. */
-ALWAYS_INLINE void gradient_channels(const Share *s, int masked)
+/* ``*to``: G's eight floats at ``i`` masked by the activation's output ``a`` (0 where it is at most ``low``
+ * or, for a CLAMP, at least ``high``; NaN passing G); ``gradient1``: one float. */
+ALWAYS_INLINE void gradient8(vector8 *to, const float *g, const float *a, int64_t i, int activation, const vector8 *low,
+                             const vector8 *high)
+{
+    *to = LOAD8(g + i);
+    if (activation == NO_ACTIVATION) return;
+    const vector8 output = LOAD8(a + i);
+    mask8 dropped = output <= *low;
+    if (activation == CLAMP) dropped |= output >= *high;
+    *to = (vector8)((mask8)*to & ~dropped);
+}
+
+ALWAYS_INLINE float gradient1(const float *g, const float *a, int64_t i, int activation, float low, float high)
+{
+    if (activation == NO_ACTIVATION) return g[i];
+    return a[i] <= low || (activation == CLAMP && a[i] >= high) ? 0.0f : g[i];
+}
+
+/* ``activation``: G is first masked by the activation's output (``s->mask``) it went through, that
+ * activation's gradient pass folded in. */
+ALWAYS_INLINE void gradient_channels(const Share *s, int activation)
 {
     const int64_t plane = s->plane, stride = s->channels * plane, count = s->batch * plane;
     for (int64_t c = s->first; c < s->end; c++) {
-        const float *x = s->x + c * plane, *g = s->g + c * plane, *y = masked ? s->mask + c * plane : NULL;
-        const float mean = s->mean[c];
-        const vector8 center = SPLAT8(mean);
+        const float *x = s->x + c * plane, *g = s->g + c * plane, *y = activation ? s->mask + c * plane : NULL;
+        const float mean = s->mean[c], low1 = s->low, high1 = s->high;
+        const vector8 center = SPLAT8(mean), low = SPLAT8(low1), high = SPLAT8(high1);
         double sum_g = 0.0, sum_gc = 0.0;
         for (int64_t n = 0; n < s->batch; n++) {
-            const float *xp = x + n * stride, *gp = g + n * stride, *yp = masked ? y + n * stride : NULL;
+            const float *xp = x + n * stride, *gp = g + n * stride, *yp = activation ? y + n * stride : NULL;
             vector8 s0 = {0}, s1 = {0}, t0 = {0}, t1 = {0};
             int64_t i = 0;
             for (; i + 16 <= plane; i += 16) {
-                const vector8 g0 = GRADIENT8(gp, yp, i, masked), g1 = GRADIENT8(gp, yp, i + 8, masked);
+                vector8 g0, g1;
+                gradient8(&g0, gp, yp, i, activation, &low, &high);
+                gradient8(&g1, gp, yp, i + 8, activation, &low, &high);
                 s0 += g0, s1 += g1;
                 t0 += g0 * (LOAD8(xp + i) - center), t1 += g1 * (LOAD8(xp + i + 8) - center);
             }
             float g_tail = 0.0f, gc_tail = 0.0f;
             for (; i < plane; i++) {
-                const float gi = GRADIENT1(gp, yp, i, masked);
+                const float gi = gradient1(gp, yp, i, activation, low1, high1);
                 g_tail += gi, gc_tail += gi * (xp[i] - mean);
             }
             const vector8 g_lanes = s0 + s1, gc_lanes = t0 + t1;
@@ -203,29 +248,42 @@ ALWAYS_INLINE void gradient_channels(const Share *s, int masked)
         const float centered_factor = (float)(per_element * inverse_std * inverse_std * sum_gc);
         const vector8 kv = SPLAT8(k), shift_v = SPLAT8(shift), centered_v = SPLAT8(centered_factor);
         for (int64_t n = 0; n < s->batch; n++) {
-            const float *xp = x + n * stride, *gp = g + n * stride, *yp = masked ? y + n * stride : NULL;
+            const float *xp = x + n * stride, *gp = g + n * stride, *yp = activation ? y + n * stride : NULL;
             float *to = s->y + c * plane + n * stride;
             int64_t i = 0;
-            for (; i + 8 <= plane; i += 8)
-                STORE8(to + i, GRADIENT8(gp, yp, i, masked) * kv + shift_v + (LOAD8(xp + i) - center) * centered_v);
-            for (; i < plane; i++) to[i] = GRADIENT1(gp, yp, i, masked) * k + shift + (xp[i] - mean) * centered_factor;
+            for (; i + 8 <= plane; i += 8) {
+                vector8 gi;
+                gradient8(&gi, gp, yp, i, activation, &low, &high);
+                STORE8(to + i, gi * kv + shift_v + (LOAD8(xp + i) - center) * centered_v);
+            }
+            for (; i < plane; i++)
+                to[i] = gradient1(gp, yp, i, activation, low1, high1) * k + shift + (xp[i] - mean) * centered_factor;
         }
     }
 }
 
-ALWAYS_INLINE void plain_gradient_channels(const Share *s) { gradient_channels(s, 0); }
+ALWAYS_INLINE void plain_gradient_channels(const Share *s) { gradient_channels(s, NO_ACTIVATION); }
 
-ALWAYS_INLINE void masked_gradient_channels(const Share *s) { gradient_channels(s, 1); }
+ALWAYS_INLINE void relu_gradient_channels(const Share *s) { gradient_channels(s, RELU); }
 
-ALWAYS_INLINE void relu_gradient_range(const Share *s)
+ALWAYS_INLINE void clamp_gradient_channels(const Share *s) { gradient_channels(s, CLAMP); }
+
+/* dX = G masked by the activation's output (``s->x``), over a range of elements. */
+ALWAYS_INLINE void activation_gradient_range(const Share *s, int activation)
 {
+    const vector8 low = SPLAT8(s->low), high = SPLAT8(s->high);
     int64_t i = s->first;
     for (; i + 8 <= s->end; i += 8) {
-        const mask8 drop = LOAD8(s->x + i) <= (vector8){0};
-        STORE8(s->y + i, (vector8)((mask8)LOAD8(s->g + i) & ~drop));
+        vector8 value;
+        gradient8(&value, s->g, s->x, i, activation, &low, &high);
+        STORE8(s->y + i, value);
     }
-    for (; i < s->end; i++) s->y[i] = s->x[i] <= 0.0f ? 0.0f : s->g[i];
+    for (; i < s->end; i++) s->y[i] = gradient1(s->g, s->x, i, activation, s->low, s->high);
 }
+
+ALWAYS_INLINE void relu_gradient_range(const Share *s) { activation_gradient_range(s, RELU); }
+
+ALWAYS_INLINE void clamp_gradient_range(const Share *s) { activation_gradient_range(s, CLAMP); }
 
 /* Each loop in two builds: AVX2 (for builds 0 and 1: these loops wait on memory, AVX-512 gains nothing)
  * and the baseline. */
@@ -236,11 +294,14 @@ ALWAYS_INLINE void relu_gradient_range(const Share *s)
 
 DEFINE_BUILDS(forward, plain_forward_channels)
 DEFINE_BUILDS(relu_forward, relu_forward_channels)
+DEFINE_BUILDS(clamp_forward, clamp_forward_channels)
 DEFINE_BUILDS(residual_forward, residual_forward_channels)
 DEFINE_BUILDS(residual_relu_forward, residual_relu_forward_channels)
 DEFINE_BUILDS(gradient, plain_gradient_channels)
-DEFINE_BUILDS(masked_gradient, masked_gradient_channels)
+DEFINE_BUILDS(relu_masked_gradient, relu_gradient_channels)
+DEFINE_BUILDS(clamp_masked_gradient, clamp_gradient_channels)
 DEFINE_BUILDS(relu_gradient, relu_gradient_range)
+DEFINE_BUILDS(clamp_gradient, clamp_gradient_range)
 
 static void *run_share(void *argument)
 {
@@ -276,39 +337,58 @@ static int run_split(Share share, int threads, int64_t parts, int64_t elements, 
 }
 
 /* Y (N, C, S), mean and variance (C) from C-contiguous float32 X (N, C, S), scale and B (C); with ``residual``
- * (N, C, S; or NULL), Y + residual in place of Y; ``relu``: then its ReLU in place of it. Returns 0. */
+ * (N, C, S; or NULL), Y + residual in place of Y; ``activation`` (RELU, CLAMP to [low, high]): then that
+ * through it in place of it (a residual sum takes a ReLU only). Returns 0, or -1 for an activation it
+ * does not take. */
 EXPORTED int onnxnn_batch_norm_training_float32(const float *x, const float *scale, const float *bias,
                                                 const float *residual, float *y, float *mean, float *variance,
                                                 int64_t batch, int64_t channels, int64_t plane, float epsilon,
-                                                int relu, int threads)
+                                                int activation, float low, float high, int threads)
 {
-    void (*loop)(const void *) = residual != NULL ? (relu ? residual_relu_forward_loop() : residual_forward_loop())
-                                                  : (relu ? relu_forward_loop() : forward_loop());
+    void (*loop)(const void *) = NULL;
+    if (residual != NULL)
+        loop = activation == RELU ? residual_relu_forward_loop()
+               : activation == NO_ACTIVATION ? residual_forward_loop() : NULL;
+    else
+        loop = activation == RELU ? relu_forward_loop()
+               : activation == CLAMP ? clamp_forward_loop() : activation == NO_ACTIVATION ? forward_loop() : NULL;
+    if (loop == NULL) return -1;
     const Share share = {.loop = loop, .x = x, .scale = scale, .bias = bias, .residual = residual, .y = y,
                          .mean_out = mean, .variance_out = variance, .batch = batch, .channels = channels,
-                         .plane = plane, .epsilon = epsilon};
+                         .plane = plane, .epsilon = epsilon, .low = activation == RELU ? 0.0f : low, .high = high};
     return run_split(share, threads, channels, batch * channels * plane, 1);
 }
 
 /* dX (N, C, S), dscale and dB (C) from C-contiguous float32 G and X (N, C, S), scale and the forward's mean and
- * variance (C); with ``relu_output`` (N, C, S; or NULL), 0 where it is at most 0, else G, in place of G (the
- * gradient reaching a ReLU that reads the normalization's output). Returns 0. */
+ * variance (C); with ``activation`` (RELU, CLAMP to [low, high]) and its output ``activation_output`` (N, C,
+ * S), G masked by it in place of G (the gradient reaching such an activation that reads the normalization's
+ * output). Returns 0, or -1 for an activation it does not take. */
 EXPORTED int onnxnn_batch_norm_training_gradient_float32(const float *g, const float *x, const float *scale,
                                                          const float *mean, const float *variance,
-                                                         const float *relu_output, float *dx, float *scale_gradient,
-                                                         float *bias_gradient, int64_t batch, int64_t channels,
-                                                         int64_t plane, float epsilon, int threads)
+                                                         const float *activation_output, float *dx,
+                                                         float *scale_gradient, float *bias_gradient, int64_t batch,
+                                                         int64_t channels, int64_t plane, float epsilon,
+                                                         int activation, float low, float high, int threads)
 {
-    const Share share = {.loop = relu_output != NULL ? masked_gradient_loop() : gradient_loop(), .x = x, .g = g,
-                         .scale = scale, .mean = mean, .variance = variance, .mask = relu_output, .y = dx,
-                         .scale_gradient = scale_gradient, .bias_gradient = bias_gradient, .batch = batch,
-                         .channels = channels, .plane = plane, .epsilon = epsilon};
-    return run_split(share, threads, channels, (relu_output != NULL ? 3 : 2) * batch * channels * plane, 1);
+    void (*loop)(const void *) = activation == RELU ? relu_masked_gradient_loop()
+                                 : activation == CLAMP ? clamp_masked_gradient_loop()
+                                 : activation == NO_ACTIVATION ? gradient_loop() : NULL;
+    if (loop == NULL) return -1;
+    const Share share = {.loop = loop, .x = x, .g = g, .scale = scale, .mean = mean, .variance = variance,
+                         .mask = activation_output, .y = dx, .scale_gradient = scale_gradient,
+                         .bias_gradient = bias_gradient, .batch = batch, .channels = channels, .plane = plane,
+                         .epsilon = epsilon, .low = activation == RELU ? 0.0f : low, .high = high};
+    return run_split(share, threads, channels, (activation ? 3 : 2) * batch * channels * plane, 1);
 }
 
-/* dX = 0 where Y <= 0, else G (NaN passing G), over ``count`` float32 elements. Returns 0. */
-EXPORTED int onnxnn_relu_gradient_float32(const float *g, const float *y, float *dx, int64_t count, int threads)
+/* dX = G masked by the output ``a`` of a RELU (0 where a <= 0) or a CLAMP to [low, high] (0 where a <= low or
+ * a >= high), NaN passing G, over ``count`` float32 elements. Returns 0, or -1 for another activation. */
+EXPORTED int onnxnn_activation_gradient_float32(const float *g, const float *a, float *dx, int64_t count,
+                                                int activation, float low, float high, int threads)
 {
-    const Share share = {.loop = relu_gradient_loop(), .x = y, .g = g, .y = dx};
+    void (*loop)(const void *) = activation == RELU ? relu_gradient_loop()
+                                 : activation == CLAMP ? clamp_gradient_loop() : NULL;
+    if (loop == NULL) return -1;
+    const Share share = {.loop = loop, .x = a, .g = g, .y = dx, .low = activation == RELU ? 0.0f : low, .high = high};
     return run_split(share, threads, count, count, 64);
 }

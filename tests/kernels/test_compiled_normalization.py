@@ -67,18 +67,38 @@ def test_the_forward_loop_is_batch_normalization(shape, build):
     assert_within(y, expected, bound)
 
 
+# (name, bounds): the activations the loops fold in, a ReLU and clamps (Hardtanh: ReLU6, its default).
+ACTIVATIONS = {
+    "relu": compiled_normalization.RELU_BOUNDS,
+    "relu6": (0.0, 6.0),
+    "hardtanh": (-1.0, 1.0),
+    "narrow clamp": (0.25, 0.5),
+}
+
+
+def _clamped(y, bounds):
+    """min(max(y, low), high) as onnxruntime's Relu and Clip: NaN and -0 kept."""
+    low, high = (np.float32(bound) if bound is not None else None for bound in bounds)
+    result = np.where(y < low, low, y)
+    return result if high is None else np.where(result > high, high, result)
+
+
+@pytest.mark.parametrize("bounds", ACTIVATIONS.values(), ids=ACTIVATIONS.keys())
 @pytest.mark.parametrize("shape", SHAPES)
-def test_the_forward_loop_writes_the_relu_of_its_output_when_asked(shape, build):
-    # onnxruntime's Relu: negatives to 0, NaN and -0.0 kept (a NaN channel stays NaN).
+def test_the_forward_loop_writes_its_activations_output_when_asked(shape, bounds, build):
+    # onnxruntime's Relu and Clip: below low is low, above high is high, NaN and -0.0 kept (a NaN
+    # channel stays NaN).
     x, scale, bias, _ = _inputs(shape, seed=5)
     x[(0, 0) + (0,) * (x.ndim - 2)] = np.nan
     y, mean, variance = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON)
-    rectified, relu_mean, relu_variance = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON, relu=True)
-    np.testing.assert_array_equal(rectified, np.where(y < 0, np.float32(0), y))
-    np.testing.assert_array_equal(np.signbit(rectified), np.signbit(np.where(y < 0, np.float32(0), y)))
-    np.testing.assert_array_equal(relu_mean, mean)
-    np.testing.assert_array_equal(relu_variance, variance)
-    assert np.isnan(rectified[:, 0]).all()
+    activated, activated_mean, activated_variance = compiled_normalization.batch_norm_training(
+        x, scale, bias, EPSILON, bounds=bounds
+    )
+    np.testing.assert_array_equal(activated, _clamped(y, bounds))
+    np.testing.assert_array_equal(np.signbit(activated), np.signbit(_clamped(y, bounds)))
+    np.testing.assert_array_equal(activated_mean, mean)
+    np.testing.assert_array_equal(activated_variance, variance)
+    assert np.isnan(activated[:, 0]).all()
 
 
 @pytest.mark.parametrize("relu", [False, True], ids=["sum", "relu of the sum"])
@@ -90,7 +110,7 @@ def test_the_forward_loop_adds_a_residual_as_onnxruntimes_add_would(shape, relu,
     residual.reshape(-1)[:3] = [np.inf, -np.inf, np.nan]
     y, mean, variance = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON)
     summed, summed_mean, summed_variance = compiled_normalization.batch_norm_training(
-        x, scale, bias, EPSILON, relu=relu, residual=residual
+        x, scale, bias, EPSILON, bounds=compiled_normalization.RELU_BOUNDS if relu else None, residual=residual
     )
     expected = y + residual
     if relu:
@@ -130,41 +150,62 @@ def test_the_gradient_loop_is_batch_normalizations_gradient(shape, build):
     assert_within(dx, expected, gamma(ROUNDINGS) * magnitude + coefficient_errors)
 
 
+def _masked(g, output, bounds):
+    """Where(LessOrEqual(A, low) [or GreaterOrEqual(A, high)], 0, G): NaN in A lets G through."""
+    low, high = bounds
+    dropped = output <= np.float32(low) if high is None else (output <= np.float32(low)) | (output >= np.float32(high))
+    return np.where(dropped, np.float32(0), g)
+
+
+@pytest.mark.parametrize("bounds", ACTIVATIONS.values(), ids=ACTIVATIONS.keys())
 @pytest.mark.parametrize("shape", SHAPES)
-def test_the_gradient_loop_with_a_relu_output_masks_the_gradient_first(shape, build):
+def test_the_gradient_loop_with_an_activations_output_masks_the_gradient_first(shape, bounds, build):
     # Exactly the loop over the masked gradient: the mask gives +0.0 where numpy's where does.
     x, scale, bias, g = _inputs(shape, seed=4)
     y, mean, variance = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON)
-    relu_output = np.maximum(y, 0)
-    relu_output.reshape(-1)[:3] = np.nan  # NaN lets G through, as Where(LessOrEqual(R, 0), 0, G)
+    output = _clamped(y, bounds)
+    output.reshape(-1)[:3] = np.nan
+    if bounds[1] is not None:
+        output.reshape(-1)[6:8] = bounds  # at the bounds themselves: no gradient
     g.reshape(-1)[3:6] = [np.nan, np.inf, -np.inf]
-    masked = np.where(relu_output <= 0, np.float32(0), g)
+    masked = _masked(g, output, bounds)
     expected = compiled_normalization.batch_norm_training_gradient(masked, x, scale, mean, variance, EPSILON)
     folded = compiled_normalization.batch_norm_training_gradient(
-        g, x, scale, mean, variance, EPSILON, relu_output=relu_output
+        g, x, scale, mean, variance, EPSILON, activation_output=output, bounds=bounds
     )
     for one, other in zip(folded, expected):
         np.testing.assert_array_equal(one, other)
 
 
-def _relu_arrays(size: int):
+def _activation_arrays(size: int, bounds):
     rng = np.random.default_rng(2)
-    y = np.maximum(rng.standard_normal(size), 0).astype(np.float32)
+    low, high = bounds
+    output = _clamped((rng.standard_normal(size) * 4).astype(np.float32), bounds)
     g = rng.standard_normal(size).astype(np.float32)
-    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45], np.float32)
-    y[: len(specials)] = specials
-    g[len(specials) : 2 * len(specials)] = specials  # NaN and inf gradients where Y > 0 or not
-    y[len(specials) : 2 * len(specials)] = [1, 0, 1, 0, 1, 0, 1]
-    return g, y
+    edges = [low, np.nextafter(np.float32(low), np.float32(np.inf))]
+    if high is not None:
+        edges += [high, np.nextafter(np.float32(high), np.float32(-np.inf))]
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, *edges], np.float32)
+    output[: len(specials)] = specials
+    g[len(specials) : 2 * len(specials)] = specials  # NaN and inf gradients inside the bounds or not
+    output[len(specials) : 2 * len(specials)] = np.resize(np.array([0.4, low], np.float32), len(specials))
+    return g, output
 
 
+@pytest.mark.parametrize("bounds", ACTIVATIONS.values(), ids=ACTIVATIONS.keys())
 @pytest.mark.parametrize("size", [1, 7, 8, 15, 64, 1000, 1 << 19])
-def test_the_relu_gradient_loop_is_where_less_or_equal(size, build):
-    g, y = _relu_arrays(max(size, 14))
-    g, y = g[:size].copy(), y[:size].copy()
-    result = compiled_normalization.relu_gradient(g, y)
-    np.testing.assert_array_equal(result, np.where(y <= 0, np.float32(0), g))
+def test_the_activation_gradient_loop_is_where_outside_the_bounds(size, bounds, build):
+    g, output = _activation_arrays(max(size, 22), bounds)
+    g, output = g[:size].copy(), output[:size].copy()
+    result = compiled_normalization.activation_gradient(g, output, bounds)
+    np.testing.assert_array_equal(result, _masked(g, output, bounds))
     assert result.dtype == np.float32 and result.shape == g.shape
+
+
+def test_a_lower_bound_alone_other_than_a_relus_is_refused():
+    g = np.ones(8, np.float32)
+    with pytest.raises(ValueError, match="only at 0"):
+        compiled_normalization.activation_gradient(g, g, (1.0, None))
 
 
 @pytest.mark.parametrize("threads", [2, 3])
@@ -180,10 +221,12 @@ def test_the_results_do_not_depend_on_the_number_of_threads(threads):
     threaded = compiled_normalization.batch_norm_training_gradient(g, x, scale, mean, variance, EPSILON, threads)
     for one, many in zip(gradient, threaded):
         np.testing.assert_array_equal(one, many)
-    y = np.maximum(x - 2, 0)
-    np.testing.assert_array_equal(
-        compiled_normalization.relu_gradient(g, y, threads), compiled_normalization.relu_gradient(g, y, 1)
-    )
+    for bounds in ACTIVATIONS.values():
+        output = _clamped(x - 2, bounds)
+        np.testing.assert_array_equal(
+            compiled_normalization.activation_gradient(g, output, bounds, threads),
+            compiled_normalization.activation_gradient(g, output, bounds, 1),
+        )
 
 
 @pytest.mark.parametrize(

@@ -41,29 +41,37 @@ def _arrays(shape=SHAPE, seed=0):
     return x, scale, bias, g, residual
 
 
-def _forward(relu: bool, residual: bool):
+RELU, RELU6 = compiled_normalization.RELU_BOUNDS, (0.0, 6.0)
+
+
+def _forward(bounds, residual: bool):
     def run(threads: int) -> list:
         x, scale, bias, _, added = _arrays()
         return compiled_normalization.batch_norm_training(
-            x, scale, bias, EPSILON, threads, relu, added if residual else None
+            x, scale, bias, EPSILON, threads, bounds, added if residual else None
         )
 
     return run
 
 
-def _gradient(masked: bool):
+def _gradient(bounds):
     def run(threads: int) -> list:
         x, scale, bias, g, _ = _arrays()
-        y, mean, variance = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON, 1, relu=True)
-        mask = y if masked else None
-        return compiled_normalization.batch_norm_training_gradient(g, x, scale, mean, variance, EPSILON, threads, mask)
+        output, mean, variance = compiled_normalization.batch_norm_training(x, scale, bias, EPSILON, 1, bounds or RELU)
+        mask = output if bounds else None
+        return compiled_normalization.batch_norm_training_gradient(
+            g, x, scale, mean, variance, EPSILON, threads, mask, bounds or RELU
+        )
 
     return run
 
 
-def _relu_gradient(threads: int) -> list:
-    x, _, _, g, _ = _arrays()
-    return [compiled_normalization.relu_gradient(g, x - 2, threads)]
+def _activation_gradient(bounds):
+    def run(threads: int) -> list:
+        x, _, _, g, _ = _arrays()
+        return [compiled_normalization.activation_gradient(g, x - 2, bounds, threads)]
+
+    return run
 
 
 def _depthwise(threads: int) -> list:
@@ -78,13 +86,16 @@ def _depthwise(threads: int) -> list:
 
 # The loops whose pieces are whole channels or ranges of elements.
 SPLIT_BY_CHANNELS = {
-    "forward": _forward(relu=False, residual=False),
-    "forward-relu": _forward(relu=True, residual=False),
-    "forward-residual": _forward(relu=False, residual=True),
-    "forward-residual-relu": _forward(relu=True, residual=True),
-    "gradient": _gradient(masked=False),
-    "gradient-relu-masked": _gradient(masked=True),
-    "relu-gradient": _relu_gradient,
+    "forward": _forward(None, residual=False),
+    "forward-relu": _forward(RELU, residual=False),
+    "forward-relu6": _forward(RELU6, residual=False),
+    "forward-residual": _forward(None, residual=True),
+    "forward-residual-relu": _forward(RELU, residual=True),
+    "gradient": _gradient(None),
+    "gradient-relu-masked": _gradient(RELU),
+    "gradient-relu6-masked": _gradient(RELU6),
+    "relu-gradient": _activation_gradient(RELU),
+    "relu6-gradient": _activation_gradient(RELU6),
     "depthwise-weight-gradient": _depthwise,
 }
 

@@ -278,15 +278,30 @@ def _relu_output_with_specials(size: int) -> tuple[np.ndarray, np.ndarray]:
     return y, rng.standard_normal(size).astype(np.float32)
 
 
+# Activations whose gradient is one node reading their output (ReluGradient, HardtanhGradient), and
+# their bounds: PyTorch's threshold_backward and hardtanh_backward give 0 where the input is at or
+# beyond a bound, else the gradient, NaN included.
+CLAMPING = {
+    "relu": (F.relu, (0.0, None)),
+    "relu6": (F.relu6, (0.0, 6.0)),
+    "hardtanh": (lambda x: F.hardtanh(x, -0.5, 0.5), (-0.5, 0.5)),
+}
+
+
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("size", [11, 1 << 17], ids=["small", "compiled_loop_size"])
-def test_relu_gradient_passes_the_gradient_where_the_output_is_nan(executor, size):
-    # ReluGradient's numpy kernel, compiled loop and decomposition alike: 0 where y <= 0, else g.
+@pytest.mark.parametrize("name", CLAMPING)
+def test_a_clamping_activations_gradient_follows_pytorch_at_nan_and_the_bounds(executor, size, name):
+    # The numpy kernels, the compiled loops and the decompositions alike.
+    function, (low, high) = CLAMPING[name]
     x, g = _relu_output_with_specials(size)
+    x = x * np.float32(8) - np.float32(2)  # values beyond either bound
+    x[:8] = [np.nan, 0.0, -0.0, np.inf, -np.inf, 1.0, low, low if high is None else high]
     with onnxnn.set_executor(executor):
         inputs = onnxnn.tensor(x, requires_grad=True)
-        F.relu(inputs).backward(onnxnn.tensor(g))
-        np.testing.assert_array_equal(inputs.grad.numpy(), np.where(x <= 0, np.float32(0), g))
+        function(inputs).backward(onnxnn.tensor(g))
+        outside = x <= low if high is None else (x <= low) | (x >= high)
+        np.testing.assert_array_equal(inputs.grad.numpy(), np.where(outside, np.float32(0), g))
 
 
 @pytest.mark.skipif(not compiled_normalization.available(), reason="the compiled loops are not built")
@@ -298,7 +313,10 @@ def test_the_compiled_relu_gradient_loops_pass_nan(build):
         pytest.skip(f"this CPU does not run the {build} build")
     try:
         y, g = _relu_output_with_specials(1 << 17)
-        np.testing.assert_array_equal(compiled_normalization.relu_gradient(g, y), np.where(y <= 0, np.float32(0), g))
+        relu = compiled_normalization.RELU_BOUNDS
+        np.testing.assert_array_equal(
+            compiled_normalization.activation_gradient(g, y, relu), np.where(y <= 0, np.float32(0), g)
+        )
         rng = np.random.default_rng(7)
         x = rng.standard_normal((4, 2, 8, 9)).astype(np.float32)
         scale, bias = np.ones(2, np.float32), np.zeros(2, np.float32)
@@ -308,7 +326,7 @@ def test_the_compiled_relu_gradient_loops_pass_nan(build):
         g = rng.standard_normal(x.shape).astype(np.float32)
         masked = np.where(relu_output <= 0, np.float32(0), g)
         folded = compiled_normalization.batch_norm_training_gradient(
-            g, x, scale, mean, variance, 1e-5, relu_output=relu_output
+            g, x, scale, mean, variance, 1e-5, activation_output=relu_output, bounds=relu
         )
         expected = compiled_normalization.batch_norm_training_gradient(masked, x, scale, mean, variance, 1e-5)
         for one, other in zip(folded, expected):

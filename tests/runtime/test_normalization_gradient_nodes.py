@@ -48,22 +48,35 @@ def test_a_batch_normalizations_backward_records_one_node_unless_differentiated(
     assert _pending_op(differentiable) != ("ai.onnxnn", "BatchNormalizationTrainingGradient")
 
 
-def test_a_relu_after_a_batch_normalization_is_folded_into_its_gradient():
+# Activations whose gradient a batch normalization's gradient node takes over: (function, its bounds,
+# the gradient node's inputs then, the activation gradient's op).
+FOLDED = {
+    "relu": (F.relu, (0.0, None), 6, "ReluGradient"),
+    "relu6": (F.relu6, (0.0, 6.0), 8, "HardtanhGradient"),
+    "hardtanh": (lambda x: F.hardtanh(x, -0.5, 0.8), (-0.5, 0.8), 8, "HardtanhGradient"),
+}
+
+
+@pytest.mark.parametrize("name", FOLDED)
+def test_an_activation_after_a_batch_normalization_is_folded_into_its_gradient(name):
+    activation, _, inputs, gradient_op = FOLDED[name]
     x = onnxnn.randn(4, 3, 5, 5, requires_grad=True)
-    output = F.relu(F.batch_norm(x, None, None, None, None, training=True))
+    output = activation(F.batch_norm(x, None, None, None, None, training=True))
     (grad,) = onnxnn.autograd.grad(output.sum(), [x])
     node = grad._value.node
-    assert (node.op_type, len(node.inputs)) == ("BatchNormalizationTrainingGradient", 6)
-    assert node.inputs[5] is output._value  # the mask is the ReLU's output
-    assert node.inputs[0].node is None or node.inputs[0].node.op_type != "ReluGradient"
+    assert (node.op_type, len(node.inputs)) == ("BatchNormalizationTrainingGradient", inputs)
+    assert node.inputs[5] is output._value  # the mask is the activation's output
+    assert node.inputs[0].node is None or node.inputs[0].node.op_type != gradient_op
 
 
+@pytest.mark.parametrize("name", FOLDED)
 @pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
-def test_the_folded_gradient_matches_finite_differences(executor_name):
+def test_the_folded_gradient_matches_finite_differences(executor_name, name):
+    activation = FOLDED[name][0]
     rng = np.random.default_rng(4)
     arrays = [rng.standard_normal((3, 2, 4, 4)), rng.standard_normal(2), rng.standard_normal(2)]
     with onnxnn.set_executor(executor_name):
-        check_gradients(lambda x, w, b: F.relu(F.batch_norm(x, None, None, w, b, training=True)) * 1.5, arrays)
+        check_gradients(lambda x, w, b: activation(F.batch_norm(x, None, None, w, b, training=True)) * 1.5, arrays)
 
 
 @pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
@@ -86,8 +99,10 @@ def _cut_runners() -> list:
 
 
 @pytest.mark.skipif(not compiled_normalization.available(), reason=f"{compiled_normalization.unavailable_reason()}")
+@pytest.mark.parametrize("name", ["relu", "hardtanh"])
 @pytest.mark.parametrize("loops", [True, False])
-def test_a_batchnorm_relu_layers_gradients_with_and_without_the_loops(loops, monkeypatch, one_thread):
+def test_a_batchnorm_activation_layers_gradients_with_and_without_the_loops(loops, name, monkeypatch, one_thread):
+    activation, (low, high), _, _ = FOLDED[name]
     monkeypatch.setattr(compiled_normalization, "ENABLED", loops)
     rng = np.random.default_rng(1)
     shape = (32, 16, 16, 16)
@@ -98,18 +113,19 @@ def test_a_batchnorm_relu_layers_gradients_with_and_without_the_loops(loops, mon
     layer = onnxnn.nn.BatchNorm2d(16)
     layer.weight.data = onnxnn.tensor(weight_array)
     layer.bias.data = onnxnn.tensor(bias_array)
-    (F.relu(layer(x)) * onnxnn.tensor(cotangent)).sum().backward()
+    (activation(layer(x)) * onnxnn.tensor(cotangent)).sum().backward()
     results = [x.grad.numpy(), layer.weight.grad.numpy(), layer.bias.grad.numpy()]
     cut = {(runner.compiled, runner.absorbed) for runner in _cut_runners()}
-    # The forward, writing the ReLU's output, and the gradient with ReLU's gradient folded in.
+    # The forward, writing the activation's output, and the gradient with the activation's folded in.
     assert cut == ({(2, 1)} if loops else set())
 
-    # float64: y = BN(x), g = cotangent where y > 0, then the gradient's formulas.
+    # float64: y = BN(x), g = cotangent where low < y (< high), then the gradient's formulas.
     x64, axes, count = x_array.astype(np.float64), (0, 2, 3), x_array.size // 16
     mean, variance = x64.mean(axes, keepdims=True), x64.var(axes, keepdims=True)
     normalized = (x64 - mean) / np.sqrt(variance + 1e-5)
     channel = weight_array.reshape(1, -1, 1, 1).astype(np.float64)
-    g = np.where(normalized * channel + bias_array.reshape(1, -1, 1, 1) > 0, cotangent, 0)
+    y = normalized * channel + bias_array.reshape(1, -1, 1, 1)
+    g = np.where((y > low) & (y < (np.inf if high is None else high)), cotangent, 0)
     sum_g, sum_gn = g.sum(axes, keepdims=True), (g * normalized).sum(axes, keepdims=True)
     expected_x = channel / np.sqrt(variance + 1e-5) * (g - sum_g / count - normalized * sum_gn / count)
     # Each a sum of ``count`` terms per channel, in any order, then a few roundings. (An element whose
@@ -163,15 +179,22 @@ def test_a_normalization_output_read_elsewhere_keeps_its_relu(also_read, one_thr
         (
             "BatchNormalizationTrainingGradient",
             [(2, 3, 4)] * 2 + [(3,)] * 3 + [(2, 3)],
-            "R must be float32 of X's shape",
+            "A must be float32 of X's shape",
         ),
-        ("BatchNormalizationTrainingGradient", [(2, 3, 4)] * 2 + [(3,)] * 2, "takes 5 or 6 inputs"),
+        ("BatchNormalizationTrainingGradient", [(2, 3, 4)] * 2 + [(3,)] * 2, "takes 5, 6 or 8 inputs"),
+        (
+            "BatchNormalizationTrainingGradient",
+            [(2, 3, 4)] * 2 + [(3,)] * 3 + [(2, 3, 4), (), (1,)],
+            "max must be a 0-d",
+        ),
+        ("HardtanhGradient", [(2, 3), (3, 2), (), ()], "G and Y must have one shape and dtype"),
+        ("HardtanhGradient", [(2, 3), (2, 3), (2,), ()], "min must be a 0-d float32 tensor"),
         ("ReluGradient", [(2, 3), (3, 2)], "G and Y must have one shape and dtype"),
         ("AbsGradient", [(2, 3), (3, 2)], "G and X must have one shape and dtype"),
     ],
 )
 def test_bad_gradient_nodes_are_refused_naming_the_input(op_type, shapes, message):
-    inputs = tuple(onnxnn.zeros(*shape) for shape in shapes)
+    inputs = tuple(onnxnn.zeros(shape) for shape in shapes)
     with pytest.raises(RuntimeError, match=re.escape(message)):
         apply_op(op_type, inputs, None, None, domain="ai.onnxnn")
 
@@ -183,7 +206,7 @@ def test_a_normalization_takes_its_loops_on_any_number_of_threads(threads, relu,
     request.getfixturevalue("one_thread" if threads == 1 else "two_threads")
     rng = np.random.default_rng(6)
     x = onnxnn.tensor(rng.standard_normal((32, 16, 16, 16)).astype(np.float32), requires_grad=True)
-    activation = F.relu if relu else F.hardtanh  # hardtanh: an activation not taken (a Clip)
+    activation = F.relu if relu else F.elu  # elu: an activation not taken
     (activation(F.batch_norm(x, None, None, None, None, training=True)) * 1.5).sum().backward()
     x.grad.numpy()
     assert sum(runner.compiled for runner in _cut_runners()) == loops

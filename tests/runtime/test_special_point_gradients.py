@@ -335,6 +335,7 @@ def test_max_and_inf_norms_over_nan_keep_the_gradient_on_the_nans(executor):
 # ops) still depends on x, with derivative 0, as PyTorch's backward nodes take their saved tensors as
 # inputs: a second grad gives zeros instead of raising that the gradient does not require grad.
 PIECEWISE_LINEAR = [
+    ("relu", lambda x: onnxnn.nn.functional.relu(x)),
     ("leaky_relu", lambda x: onnxnn.nn.functional.leaky_relu(x, 0.1)),
     ("hardtanh", lambda x: onnxnn.nn.functional.hardtanh(x)),
     ("relu6", lambda x: onnxnn.nn.functional.relu6(x)),

@@ -25,17 +25,18 @@ and exported keeps that node; run on CUDA, it normalizes with epsilon 1e-5 more.
 
 A backward that is not itself differentiated records the gradient as one node too,
 
-    BatchNormalizationTrainingGradient(G, X, scale, mean, var[, R]; epsilon) -> dX, dscale, dB
+    BatchNormalizationTrainingGradient(G, X, scale, mean, var[, A[, min, max]]; epsilon) -> dX, dscale, dB
 
 which ``build_model`` writes out as the formulas below and onnxnn's CPU sessions run as a compiled
 loop where it takes the node (kernels/compiled_normalization.py; as for the forward node: two reads
 of each channel, one from memory, against about eight passes). A backward recorded for a further
 derivative (``create_graph=True``) records the formulas as ops, which autograd differentiates.
 
-When ``G`` is a pending ReLU gradient (``ReluGradient(G', R)``: the normalization's output went
-through a ReLU, as in most convolutional networks), the node reads ``G'`` and ``R`` instead and
-masks ``G'`` itself: the loop then makes no pass of its own for ReLU's gradient, and the
-ReluGradient node, read by nothing else, is never computed.
+When ``G`` is a pending ReLU gradient (``ReluGradient(G', A)``: the normalization's output went
+through a ReLU, as in most convolutional networks), the node reads ``G'`` and the ReLU's output
+``A`` instead and masks ``G'`` itself: the loop then makes no pass of its own for ReLU's gradient,
+and the ReluGradient node, read by nothing else, is never computed. A Hardtanh's gradient
+(``HardtanhGradient(G', A, min, max)``: MobileNet's ReLU6) folds in alike, with its bounds.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from ...ir.registry import decompositions, gradient_rules, shape_rules, unmateri
 from ..grad_mode import is_grad_enabled
 from ..internal import full_tensor
 from ..tensor import Tensor, apply_op
+from .hardtanh import GRADIENT_OP_TYPE as HARDTANH_GRADIENT
+from .hardtanh import check_bounds, emit_hardtanh_gradient
 from .relu_gradient import OP_TYPE as RELU_GRADIENT
 from .relu_gradient import emit_relu_gradient
 from .training import int64_initializers, node_emitter
@@ -162,9 +165,9 @@ def _gradient(ctx, g, g_mean=None, g_variance=None):
         # A backward not recorded for differentiation: one node (the module doc).
         inputs: tuple = (g, x, ctx.input(1), ctx.output(1), ctx.output(2))
         producer = g._value.node if g._value.data is None else None
-        if producer is not None and producer.op_type == RELU_GRADIENT and producer.domain == ONNXNN_DOMAIN:
-            incoming, relu_output = producer.inputs
-            inputs = (incoming, *inputs[1:], relu_output)
+        if producer is not None and producer.domain == ONNXNN_DOMAIN and producer.op_type in _FOLDED_GRADIENTS:
+            incoming, activation_output, *bounds = producer.inputs
+            inputs = (incoming, *inputs[1:], activation_output, *bounds)
         return apply_op(GRADIENT_OP_TYPE, inputs, ctx.attrs, "NativeBatchNormBackwardBackward0", domain=ONNXNN_DOMAIN)
     mean = ctx.output(1).reshape(stat_shape)
     inverse_std = (ctx.output(2).reshape(stat_shape) + _epsilon(ctx.attrs)).rsqrt()
@@ -188,13 +191,20 @@ def _gradient(ctx, g, g_mean=None, g_variance=None):
     return grad_x, grad_scale, grad_bias
 
 
+# The activations' gradients whose pass the gradient node takes over (see the module doc).
+_FOLDED_GRADIENTS = (RELU_GRADIENT, HARDTANH_GRADIENT)
+
+
 @shape_rules.register(GRADIENT_OP_TYPE, domain=ONNXNN_DOMAIN)
 def _gradient_shape(inputs, attrs):
-    if len(inputs) not in (5, 6):
-        raise RuntimeError(f"{GRADIENT_OP_TYPE} takes 5 or 6 inputs (G, X, scale, mean, var[, R]), got {len(inputs)}")
+    if len(inputs) not in (5, 6, 8):
+        raise RuntimeError(
+            f"{GRADIENT_OP_TYPE} takes 5, 6 or 8 inputs (G, X, scale, mean, var[, A[, min, max]]), got {len(inputs)}"
+        )
     g, x, scale, mean, variance = inputs[:5]
     channels = x.shape[1:2]
-    for name, value in (("G", g), ("R", inputs[5] if len(inputs) == 6 else g)):
+    check_bounds(GRADIENT_OP_TYPE, inputs[6:], x.dtype)
+    for name, value in (("G", g), ("A", inputs[5] if len(inputs) > 5 else g)):
         if value.shape != x.shape or value.dtype is not x.dtype:
             raise RuntimeError(
                 f"{GRADIENT_OP_TYPE}: {name} must be {x.dtype.name} of X's shape {list(x.shape)}, "
@@ -206,8 +216,8 @@ def _gradient_shape(inputs, attrs):
 
 @decompositions.register(GRADIENT_OP_TYPE, domain=ONNXNN_DOMAIN)
 def _gradient_decomposition(node, input_names: list, output_names: list, fresh_name):
-    """``_gradient``'s formulas as ONNX nodes (after ReLU's gradient where R is given), the count of
-    elements per channel read at run time."""
+    """``_gradient``'s formulas as ONNX nodes (after ReLU's gradient where A is given, Hardtanh's where its
+    bounds are too), the count of elements per channel read at run time."""
     x_value = node.inputs[1]
     rank, dtype = len(x_value.shape), x_value.dtype
     g, x, scale, mean, variance = input_names[:5]
@@ -224,6 +234,9 @@ def _gradient_decomposition(node, input_names: list, output_names: list, fresh_n
     initializers.append(numpy_helper.from_array(np.array(_epsilon(node.attrs), dtype.numpy_dtype), epsilon))
     if len(input_names) == 6 and input_names[5]:
         g = emit_relu_gradient(emit, initializers, fresh_name, g, input_names[5], dtype)
+    elif len(input_names) == 8:
+        output, low, high = input_names[5:8]
+        g = emit_hardtanh_gradient(emit, initializers, fresh_name, g, output, low, high, dtype)
 
     centered = emit("Sub", x, emit("Reshape", mean, channel_shape))
     sum_g = emit("ReduceSum", g, axes, keepdims=1)

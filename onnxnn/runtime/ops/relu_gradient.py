@@ -9,7 +9,7 @@ node (kernels/compiled_normalization.py): onnxruntime's Where takes three times 
 comparison is a pass of its own.
 
 It is linear in ``G``, so ``G``'s gradient is ``ReluGradient(H, Y)``; ``Y``'s is zero wherever it is
-defined (Relu's second derivative), so it has none.
+defined (Relu's second derivative).
 """
 
 from __future__ import annotations
@@ -59,4 +59,7 @@ def emit_relu_gradient(emit, initializers: list, fresh_name, g: str, y: str, dty
 
 @gradient_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
 def _gradient(ctx, h):
-    return relu_gradient(h, ctx.input(1)), None
+    # Y's: zero wherever defined, as PyTorch's ThresholdBackwardBackward0 gives it (a leaf reached only
+    # through Y gets zeros, not None). One zero expanded, never h * 0 (an infinite h would make NaN).
+    zeros = Tensor._zeros((), h.dtype, h.device).expand(tuple(ctx.input_shape(1)))
+    return relu_gradient(h, ctx.input(1)), zeros
