@@ -5,6 +5,8 @@ Workloads (the issue's rows):
 - ``note_loop``: the modules note's loop with ``nn.Linear`` (Net 4-3-1, SGD with momentum and
   weight decay, loss ``abs``), one step per call.
 - ``mlp_adam_bN``: MLP 784-512-512-10, cross entropy, one Adam step, batch N in 1/16/64/256/1024.
+- ``transformer_layer_adam_b8`` (beyond the issue's table): a ``TransformerEncoderLayer(256, 4, 1024)``
+  Adam step on 8 sequences of 64 tokens, mean squared error against fixed targets.
 - ``small_resnet_b32``: a ResNet of two stages (BasicBlocks with BatchNorm) on 32x32 images,
   batch 32, one SGD-with-momentum step, training mode.
 - ``resnet18_imported_b8``: ResNet-18 (torchvision's layout) built with ``onnxnn.nn``, exported
@@ -286,6 +288,38 @@ def bench_small_resnet(settings) -> dict:
     return _classifier_row(_small_resnet, (32, 3, 32, 32), 10, "sgd", settings)
 
 
+def _transformer_contender(library, inputs: np.ndarray, targets: np.ndarray):
+    library.manual_seed(0)
+    model = _transformer_layer(library)
+    if library is torch:
+        _same_weights(_transformer_layer_of(onnxnn), model)
+    optimizer = library.optim.Adam(model.parameters(), lr=1e-4)
+    return _training_step(
+        library,
+        model,
+        library.nn.MSELoss(),
+        optimizer,
+        library.from_numpy(inputs.copy()),
+        library.from_numpy(targets.copy()),
+    )
+
+
+def _transformer_layer_of(library):
+    library.manual_seed(0)
+    return _transformer_layer(library)
+
+
+def bench_transformer_training(settings) -> dict:
+    """A TransformerEncoderLayer's Adam step on 8 sequences of 64 tokens (not in the issue's table)."""
+    rng = np.random.default_rng(0)
+    inputs = rng.standard_normal((8, 64, 256)).astype(np.float32)
+    targets = rng.standard_normal((8, 64, 256)).astype(np.float32)
+    builders = {"onnxnn": lambda: _transformer_contender(onnxnn, inputs, targets)}
+    if _torch_available():
+        builders["torch"] = lambda: _transformer_contender(torch, inputs, targets)
+    return _interleaved(_contenders(builders, 4), settings.blocks, settings.block_seconds)
+
+
 def _imported_resnet18_file(directory: str) -> str:
     path = os.path.join(directory, "resnet18.onnx")
     if not os.path.exists(path):
@@ -459,6 +493,7 @@ WORKLOADS = {
     **{f"mlp_adam_b{batch}": bench_mlp_adam(batch) for batch in MLP_BATCHES},
     "small_resnet_b32": bench_small_resnet,
     "resnet18_imported_b8": bench_resnet18_imported,
+    "transformer_layer_adam_b8": bench_transformer_training,
     **{
         f"infer_{name}{'_compiled' if compiled else ''}": bench(compiled)
         for name, bench in [

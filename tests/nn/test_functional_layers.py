@@ -74,9 +74,38 @@ def test_linear_dtype_mismatch_raises():
         F.linear(onnxnn.randn(2, 4), onnxnn.randn(3, 4, dtype=onnxnn.half))
 
 
-@pytest.mark.parametrize("input_shape", [(4,), (3, 4), (2, 3, 4)])
+@pytest.mark.parametrize("input_shape", [(4,), (3, 4), (2, 3, 4), (2, 1, 3, 4)])
 def test_linear_gradients(input_shape):
     check_gradients(F.linear, [_randn(*input_shape), _randn(5, 4), _randn(5)])
+
+
+def _op_types_behind(tensor) -> list:
+    """The op types of the pending nodes behind ``tensor``."""
+    found, stack, seen = [], [tensor._value], set()
+    while stack:
+        value = stack.pop()
+        if value is None or value.data is not None or id(value.node) in seen:
+            continue
+        seen.add(id(value.node))
+        found.append(value.node.op_type)
+        stack.extend(value.node.inputs)
+    return found
+
+
+@pytest.mark.parametrize("input_shape", [(8, 16, 32), (2, 4, 16, 32)])
+def test_a_linear_layers_weight_gradient_over_a_batch_of_sequences_is_one_gemm(input_shape):
+    # As PyTorch's linear folds the batch into one addmm: the rows of every matrix in one product, not
+    # a product per matrix summed afterwards.
+    x, w, g = _randn(*input_shape, dtype=np.float32), _randn(24, 32, dtype=np.float32), _randn(24, dtype=np.float32)
+    weight = onnxnn.tensor(w, requires_grad=True)
+    (gradient,) = onnxnn.autograd.grad((F.linear(onnxnn.tensor(x), weight) * onnxnn.tensor(g)).sum(), [weight])
+    recorded = _op_types_behind(gradient)
+    assert recorded.count("Gemm") == 1 and "MatMul" not in recorded and "ReduceSum" not in recorded
+    rows = x.reshape(-1, 32).astype(np.float64)
+    expected = np.broadcast_to(g.astype(np.float64), (rows.shape[0], 24)).T @ rows
+    # Sums of as many products as there are rows, each within n * eps of the sum of their magnitudes.
+    bound = gamma(rows.shape[0] + 2) * (np.abs(g.astype(np.float64))[:, None] * np.abs(rows).sum(0))
+    assert_within(gradient.numpy(), expected, bound)
 
 
 # ---------------------------------------------------------------- activations

@@ -197,6 +197,8 @@ CASES = [
     Case("matmul_batch", lambda a, b: a @ b, [randn(2, 3, 4), randn(2, 4, 2)]),
     Case("matmul_broadcast_batch", lambda a, b: a @ b, [randn(2, 1, 3, 4), randn(5, 4, 2)]),
     Case("matmul_2d_with_batch", lambda a, b: a @ b, [randn(3, 4), randn(2, 4, 5)]),
+    Case("matmul_batch_with_2d", lambda a, b: a @ b, [randn(2, 3, 4), randn(4, 5)]),
+    Case("matmul_4d_with_2d", lambda a, b: a @ b, [randn(2, 1, 3, 4), randn(4, 2)]),
     Case("gemm_plain", lambda a, b, c: op("Gemm", a, b, c), [randn(3, 4), randn(4, 2), randn(3, 2)]),
     Case("gemm_transA", lambda a, b, c: op("Gemm", a, b, c, transA=1), [randn(4, 3), randn(4, 2), randn(2)]),
     Case(

@@ -65,6 +65,17 @@ def _matmul_grad(ctx, g):
             apply_op("Gemm", (ctx.input(0), g), _TRANSPOSE_A, "MmBackward0") if need_b else None,
         )
     a, b = ctx.input(0), ctx.input(1)
+    if a_rank >= 3 and b_rank == 2:
+        # A batch of matrices times one (F.linear on a sequence): the one matrix's gradient sums a^T g
+        # over every row of every matrix, one Gemm of the rows flattened, as PyTorch's linear folds
+        # the batch into one addmm. Per matrix, it was a batch of GEMMs over few rows each (a
+        # TransformerEncoderLayer's 8 x 64 tokens: eight of 64) and a ReduceSum of their results.
+        grad_b = None
+        if need_b:
+            inner, outer = ctx.input_shape(1)
+            rows = (a.reshape(-1, inner), g.reshape(-1, outer))
+            grad_b = apply_op("Gemm", rows, _TRANSPOSE_A, "MmBackward0")
+        return (matmul(g, _matrix_transpose(b)) if need_a else None), grad_b
     if a_rank == 1 and b_rank == 2:
         # The outer product a g^T as a broadcast Mul: one node fewer than a Gemm of two unsqueezed vectors.
         column = apply_op("Unsqueeze", (a, int64_constant([1])), None, "UnsqueezeBackward0") if need_b else None
