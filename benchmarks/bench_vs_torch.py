@@ -7,6 +7,8 @@ Workloads (the issue's rows):
 - ``mlp_adam_bN``: MLP 784-512-512-10, cross entropy, one Adam step, batch N in 1/16/64/256/1024.
 - ``transformer_layer_adam_b8`` (beyond the issue's table): a ``TransformerEncoderLayer(256, 4, 1024)``
   Adam step on 8 sequences of 64 tokens, mean squared error against fixed targets.
+- ``lstm_adam_b16`` (beyond the issue's table): an ``LSTM(128, 256)`` Adam step over 32 time steps
+  of a batch of 16, mean squared error of its output sequence against fixed targets.
 - ``small_resnet_b32``: a ResNet of two stages (BasicBlocks with BatchNorm) on 32x32 images,
   batch 32, one SGD-with-momentum step, training mode.
 - ``resnet18_imported_b8``: ResNet-18 (torchvision's layout) built with ``onnxnn.nn``, exported
@@ -309,6 +311,41 @@ def _transformer_layer_of(library):
     return _transformer_layer(library)
 
 
+def _lstm_contender(library, inputs: np.ndarray, targets: np.ndarray):
+    model = _lstm_of(library)
+    if library is torch:
+        _same_weights(_lstm_of(onnxnn), model)
+    optimizer = library.optim.Adam(model.parameters(), lr=1e-4)
+
+    def outputs(x):
+        return model(x)[0]
+
+    return _training_step(
+        library,
+        outputs,
+        library.nn.MSELoss(),
+        optimizer,
+        library.from_numpy(inputs.copy()),
+        library.from_numpy(targets.copy()),
+    )
+
+
+def _lstm_of(library):
+    library.manual_seed(0)
+    return library.nn.LSTM(128, 256)
+
+
+def bench_lstm_training(settings) -> dict:
+    """An LSTM(128, 256)'s Adam step over 32 steps of a batch of 16 (not in the issue's table)."""
+    rng = np.random.default_rng(0)
+    inputs = rng.standard_normal((32, 16, 128)).astype(np.float32)
+    targets = rng.standard_normal((32, 16, 256)).astype(np.float32)
+    builders = {"onnxnn": lambda: _lstm_contender(onnxnn, inputs, targets)}
+    if _torch_available():
+        builders["torch"] = lambda: _lstm_contender(torch, inputs, targets)
+    return _interleaved(_contenders(builders, 4), settings.blocks, settings.block_seconds)
+
+
 def bench_transformer_training(settings) -> dict:
     """A TransformerEncoderLayer's Adam step on 8 sequences of 64 tokens (not in the issue's table)."""
     rng = np.random.default_rng(0)
@@ -494,6 +531,7 @@ WORKLOADS = {
     "small_resnet_b32": bench_small_resnet,
     "resnet18_imported_b8": bench_resnet18_imported,
     "transformer_layer_adam_b8": bench_transformer_training,
+    "lstm_adam_b16": bench_lstm_training,
     **{
         f"infer_{name}{'_compiled' if compiled else ''}": bench(compiled)
         for name, bench in [

@@ -74,8 +74,14 @@ def unroll(backend, op_type: str, inputs, attrs: dict, num_outputs: int) -> list
     """The node's outputs (the first ``num_outputs`` of Y, Y_h, Y_c) computed by unrolling time.
 
     ``backend`` supplies ``activation(x, name, alpha, beta)``, ``clip(x, bound)``, ``stack(list,
-    axis)``, ``transpose(x, perm)``, ``mask(lengths, t)`` (a ``[batch, 1]`` selector of the entries
+    axis)``, ``unstack(x)`` (``x``'s entries along axis 0), ``split(x, parts, axis)`` (``parts`` equal
+    pieces), ``transpose(x, perm)``, ``mask(lengths, t)`` (a ``[batch, 1]`` selector of the entries
     whose length exceeds ``t``), ``where(mask, a, b)``, ``zeros_like(x)`` and ``zeros(shape, like)``.
+
+    The steps and the gates are taken apart by ``unstack`` and ``split`` rather than sliced one at a
+    time: recorded, each is one node whose gradient is one Concat, where each slice's gradient is
+    a Pad to the whole and a sum with the others' (quadratic in the steps). Slices of the weights
+    are taken once, outside the loop, for the same reason.
     """
     x, w, r = inputs[0], inputs[1], inputs[2]
     bias, lengths, initial_h = _input(inputs, 3), _input(inputs, 4), _input(inputs, 5)
@@ -111,9 +117,12 @@ def unroll(backend, op_type: str, inputs, attrs: dict, num_outputs: int) -> list
         w_t = backend.transpose(w[d], (1, 0))
         r_t = backend.transpose(r[d], (1, 0))
         if bias is not None:
-            wb, rb = bias[d][: gates * hidden], bias[d][gates * hidden :]
+            wb, rb = backend.split(bias[d], 2, 0)
         else:
             wb = rb = None
+        if op_type == "GRU":  # the update and reset gates' recurrent weights, and the candidate's
+            r_zr, r_c = r_t[:, : 2 * hidden], r_t[:, 2 * hidden :]
+            rb_zr, rb_c = (None, None) if rb is None else (rb[: 2 * hidden], rb[2 * hidden :])
         h = backend.zeros((batch, hidden), x) if initial_h is None else initial_h[d]
         c = None
         if op_type == "LSTM":
@@ -126,25 +135,27 @@ def unroll(backend, op_type: str, inputs, attrs: dict, num_outputs: int) -> list
         projected = x @ w_t if steps else None
         if wb is not None and steps:
             projected = projected + wb
+        projected_steps = backend.unstack(projected) if steps else []
         for t in reversed(range(steps)) if reverse else range(steps):
-            xw = projected[t]  # type: ignore[index]  # not None: the loop runs only when steps > 0
+            xw = projected_steps[t]
             if op_type == "GRU":
-                hr = h @ r_t[:, : 2 * hidden]
-                if rb is not None:
-                    hr = hr + rb[: 2 * hidden]
-                z = act(clipped(xw[:, :hidden] + hr[:, :hidden]), f)
-                reset = act(clipped(xw[:, hidden : 2 * hidden] + hr[:, hidden:]), f)
-                rh_t = r_t[:, 2 * hidden :]
+                hr = h @ r_zr
+                if rb_zr is not None:
+                    hr = hr + rb_zr
+                x_z, x_r, x_c = backend.split(xw, 3, 1)
+                h_z, h_r = backend.split(hr, 2, 1)
+                z = act(clipped(x_z + h_z), f)
+                reset = act(clipped(x_r + h_r), f)
                 if linear_before_reset:
-                    recurrent = h @ rh_t
-                    if rb is not None:
-                        recurrent = recurrent + rb[2 * hidden :]
+                    recurrent = h @ r_c
+                    if rb_c is not None:
+                        recurrent = recurrent + rb_c
                     recurrent = reset * recurrent
                 else:
-                    recurrent = (reset * h) @ rh_t
-                    if rb is not None:
-                        recurrent = recurrent + rb[2 * hidden :]
-                candidate = act(clipped(xw[:, 2 * hidden :] + recurrent), g)
+                    recurrent = (reset * h) @ r_c
+                    if rb_c is not None:
+                        recurrent = recurrent + rb_c
+                candidate = act(clipped(x_c + recurrent), g)
                 new_h = (1 - z) * candidate + z * h
                 new_c = None
             else:
@@ -155,8 +166,7 @@ def unroll(backend, op_type: str, inputs, attrs: dict, num_outputs: int) -> list
                     new_h = act(clipped(pre), f)
                     new_c = None
                 else:
-                    i_pre, o_pre = pre[:, :hidden], pre[:, hidden : 2 * hidden]
-                    f_pre, c_pre = pre[:, 2 * hidden : 3 * hidden], pre[:, 3 * hidden :]
+                    i_pre, o_pre, f_pre, c_pre = backend.split(pre, 4, 1)
                     if peepholes is not None:
                         i_pre = i_pre + p_i * c
                         f_pre = f_pre + p_f * c

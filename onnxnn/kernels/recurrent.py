@@ -49,6 +49,12 @@ class _ArrayBackend:
     def stack(self, arrays, axis):
         return self.xp.stack(arrays, axis)
 
+    def unstack(self, x):
+        return list(x)
+
+    def split(self, x, parts, axis):
+        return self.xp.split(x, parts, axis)
+
     def transpose(self, x, perm):
         return self.xp.transpose(x, perm)
 

@@ -33,7 +33,7 @@ def _cell(
     b_ih: Tensor | None,
     b_hh: Tensor | None,
 ):
-    return _step(mode, _linear(input, w_ih, b_ih), hx, c, w_hh, b_hh, None)
+    return _step(mode, _linear(input, w_ih.t(), b_ih), hx, c, w_hh.t(), b_hh, None)
 
 
 def rnn_tanh_cell(

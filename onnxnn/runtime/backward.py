@@ -27,6 +27,7 @@ from .autograd import FREED_MESSAGE, AccumulateGrad, Function, ReleasedNode, gra
 from .backward_ends import accumulate, apply_hooks, node_hook_result, output_gradient_hooks
 from .fastpath import backward_replay
 from .grad_mode import set_grad_enabled
+from .gradient_sums import summed
 
 __all__ = ["run_backward", "grad", "ENGINE"]
 
@@ -172,6 +173,9 @@ def _drive(
         while ready:
             function = ready.pop()
             slots = buffers.pop(function, _NOTHING)
+            for output_nr, gradient in slots.items():
+                if type(gradient) is list:  # several uses' gradients, summed now that all arrived
+                    slots[output_nr] = summed(gradient)
             if capture_keys:
                 # A captured gradient is the one its tensor's hooks give, as .grad would be; except a
                 # non-leaf's whose backward runs on (another input lies behind it): its hooks run once,
@@ -236,12 +240,18 @@ _NOTHING: dict = {}  # the slots of a function no gradient reached (read only)
 
 
 def _deposit(buffers: dict, function, output_nr: int, gradient) -> None:
-    """Adds ``gradient`` to what has reached output ``output_nr`` of ``function`` so far."""
+    """Adds ``gradient`` to what has reached output ``output_nr`` of ``function`` so far: the second and
+    later make a list, summed when the function runs (``gradient_sums.summed``: all at once, so that
+    products over rows can become one)."""
     slots = buffers.get(function)
     if slots is None:
         buffers[function] = {output_nr: gradient}
     elif output_nr in slots:
-        slots[output_nr] = slots[output_nr] + gradient
+        arrived = slots[output_nr]
+        if type(arrived) is list:
+            arrived.append(gradient)
+        else:
+            slots[output_nr] = [arrived, gradient]
     else:
         slots[output_nr] = gradient
 

@@ -27,6 +27,7 @@ from ...ir.mode import MODE
 from ...runtime.creation import empty, zeros
 from ...runtime.grad_mode import is_grad_enabled
 from ...runtime.ops.shape import cat, stack
+from ...runtime.ops.splitting import split
 from ...runtime.tensor import Tensor, autocast_arguments
 from .. import functional as F
 from ..functional._linear import mixed_dtypes_error
@@ -41,15 +42,19 @@ __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell"
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-def _linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    x, weight, bias = autocast_arguments("Gemm", (x, weight, bias))  # the bias too, as F.linear
-    out = x.matmul(weight.t())
+def _linear(x: Tensor, weight_t: Tensor, bias: Tensor | None) -> Tensor:
+    """``x W^T + b`` from the transposed weight ``weight_t``: a weight read at every step is transposed
+    once, so that the steps' gradients of it meet at one node (``runtime/gradient_sums.py`` makes them
+    one product there)."""
+    x, weight_t, bias = autocast_arguments("Gemm", (x, weight_t, bias))  # the bias too, as F.linear
+    out = x.matmul(weight_t)
     return out if bias is None else out + bias
 
 
-def _step(mode: str, gates_x: Tensor, h: Tensor, c: Tensor | None, w_hh, b_hh, w_hr):
-    """One step of the cell from the input's projection ``gates_x``; returns the new (h, c)."""
-    gates_h = _linear(h, w_hh, b_hh)
+def _step(mode: str, gates_x: Tensor, h: Tensor, c: Tensor | None, w_hh_t, b_hh, w_hr_t):
+    """One step of the cell from the input's projection ``gates_x`` and the transposed weights;
+    returns the new (h, c)."""
+    gates_h = _linear(h, w_hh_t, b_hh)
     if mode == "GRU":
         x_r, x_z, x_n = gates_x.chunk(3, -1)
         h_r, h_z, h_n = gates_h.chunk(3, -1)
@@ -64,33 +69,39 @@ def _step(mode: str, gates_x: Tensor, h: Tensor, c: Tensor | None, w_hh, b_hh, w
     in_gate, forget_gate, cell_gate, out_gate = gates.chunk(4, -1)
     c = forget_gate.sigmoid() * c + in_gate.sigmoid() * cell_gate.tanh()
     h = out_gate.sigmoid() * c.tanh()
-    if w_hr is not None:
-        h = h.matmul(w_hr.t())
+    if w_hr_t is not None:
+        h = h.matmul(w_hr_t)
     return h, c
 
 
 def _run_direction(mode, steps, batch_sizes, h, c, weights, reverse: bool):
     """Runs one direction of one layer over ``steps`` (one tensor per step, ``batch_sizes[t]`` rows)."""
     w_ih, w_hh, b_ih, b_hh, w_hr = weights
-    lengths = [step.shape[0] for step in steps]
-    projected = _linear(cat(steps, 0), w_ih, b_ih)
-    offsets = [sum(lengths[:t]) for t in range(len(lengths))]
+    w_hh_t, w_hr_t = w_hh.t(), None if w_hr is None else w_hr.t()
+    # Every step's input projection in one product, taken apart again in one Split (whose gradient is
+    # one Concat; a slice per step had a Pad to the whole sequence each, summed: quadratic in the steps).
+    projected = _rows_by_step(_linear(cat(steps, 0), w_ih.t(), b_ih), [step.shape[0] for step in steps])
     outputs = [None] * len(steps)
     order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
     full = h.shape[0]
     for t in order:
         running = batch_sizes[t]
-        gates_x = projected[offsets[t] : offsets[t] + running]
+        gates_x = projected[t]
         if running == full:
-            h, c = _step(mode, gates_x, h, c, w_hh, b_hh, w_hr)
+            h, c = _step(mode, gates_x, h, c, w_hh_t, b_hh, w_hr_t)
             outputs[t] = h
             continue
         # Finished (or not yet started, in reverse) sequences keep their state below the running ones.
-        new_h, new_c = _step(mode, gates_x, h[:running], None if c is None else c[:running], w_hh, b_hh, w_hr)
+        new_h, new_c = _step(mode, gates_x, h[:running], None if c is None else c[:running], w_hh_t, b_hh, w_hr_t)
         outputs[t] = new_h
         h = cat([new_h, h[running:]], 0)
         c = None if c is None else cat([new_c, c[running:]], 0)
     return outputs, h, c
+
+
+def _rows_by_step(rows: Tensor, lengths: list[int]) -> list:
+    """``rows`` (one block of ``lengths[t]`` rows per step) as one tensor per step."""
+    return list(split(rows, lengths, 0)) if lengths else []
 
 
 def _check_product_dtypes(operand: Tensor, weight: Tensor) -> None:
@@ -273,13 +284,11 @@ class RNNBase(Module):
         """Runs every layer; ``input`` is packed data ``(N, I)`` split by ``batch_sizes``; returns
         (output data, h_n, c_n)."""
         directions = 2 if self.bidirectional else 1
-        offsets = [sum(batch_sizes[:t]) for t in range(len(batch_sizes) + 1)]
-        steps = [input[offsets[t] : offsets[t + 1]] for t in range(len(batch_sizes))]
+        steps = _rows_by_step(input, batch_sizes)
         final_h, final_c = [], []
         for layer in range(self.num_layers):
             if layer > 0 and self.dropout > 0 and self.training:
-                dropped = F.dropout(cat(steps, 0), self.dropout, True)
-                steps = [dropped[offsets[t] : offsets[t + 1]] for t in range(len(batch_sizes))]
+                steps = _rows_by_step(F.dropout(cat(steps, 0), self.dropout, True), batch_sizes)
             per_direction = []
             for direction in range(directions):
                 index = layer * directions + direction
@@ -544,10 +553,10 @@ class RNNCellBase(Module):
         _check_product_dtypes(states[0], self.weight_hh)
         h, c = _step(
             mode,
-            _linear(input, self.weight_ih, self.bias_ih),
+            _linear(input, self.weight_ih.t(), self.bias_ih),
             states[0],
             states[1] if len(states) > 1 else None,
-            self.weight_hh,
+            self.weight_hh.t(),
             self.bias_hh,
             None,
         )

@@ -29,6 +29,7 @@ from ._common import Tensor, apply_op
 from .elementwise import where
 from .recomputation import gradient_by_recomputation
 from .shape import stack
+from .splitting import split, unbind
 from .training import node_emitter
 
 __all__ = ["unrolled_recurrence"]
@@ -57,6 +58,12 @@ class _TensorBackend:
 
     def stack(self, tensors, axis):
         return stack(tensors, axis)
+
+    def unstack(self, x):
+        return unbind(x, 0)
+
+    def split(self, x, parts, axis):
+        return split(x, [x.shape[axis] // parts] * parts, axis)  # sizes: a zero hidden size keeps its parts
 
     def transpose(self, x, perm):
         return x.permute(*perm)
