@@ -290,71 +290,45 @@ def bench_small_resnet(settings) -> dict:
     return _classifier_row(_small_resnet, (32, 3, 32, 32), 10, "sgd", settings)
 
 
-def _transformer_contender(library, inputs: np.ndarray, targets: np.ndarray):
-    library.manual_seed(0)
-    model = _transformer_layer(library)
+def _regression_contender(library, build, inputs: np.ndarray, targets: np.ndarray):
+    """An Adam step of ``build(library)``'s first output against ``targets`` (mean squared error), the
+    torch twin loaded with the onnxnn model's initial weights."""
+
+    def built(of):
+        of.manual_seed(0)
+        return build(of)
+
+    model = built(library)
     if library is torch:
-        _same_weights(_transformer_layer_of(onnxnn), model)
-    optimizer = library.optim.Adam(model.parameters(), lr=1e-4)
-    return _training_step(
-        library,
-        model,
-        library.nn.MSELoss(),
-        optimizer,
-        library.from_numpy(inputs.copy()),
-        library.from_numpy(targets.copy()),
-    )
-
-
-def _transformer_layer_of(library):
-    library.manual_seed(0)
-    return _transformer_layer(library)
-
-
-def _lstm_contender(library, inputs: np.ndarray, targets: np.ndarray):
-    model = _lstm_of(library)
-    if library is torch:
-        _same_weights(_lstm_of(onnxnn), model)
+        _same_weights(built(onnxnn), model)
     optimizer = library.optim.Adam(model.parameters(), lr=1e-4)
 
-    def outputs(x):
-        return model(x)[0]
+    def first_output(x):
+        output = model(x)
+        return output[0] if isinstance(output, tuple) else output
 
-    return _training_step(
-        library,
-        outputs,
-        library.nn.MSELoss(),
-        optimizer,
-        library.from_numpy(inputs.copy()),
-        library.from_numpy(targets.copy()),
-    )
+    arrays = (library.from_numpy(inputs.copy()), library.from_numpy(targets.copy()))
+    return _training_step(library, first_output, library.nn.MSELoss(), optimizer, *arrays)
 
 
-def _lstm_of(library):
-    library.manual_seed(0)
-    return library.nn.LSTM(128, 256)
-
-
-def bench_lstm_training(settings) -> dict:
-    """An LSTM(128, 256)'s Adam step over 32 steps of a batch of 16 (not in the issue's table)."""
+def _regression_row(build, input_shape, target_shape, settings) -> dict:
     rng = np.random.default_rng(0)
-    inputs = rng.standard_normal((32, 16, 128)).astype(np.float32)
-    targets = rng.standard_normal((32, 16, 256)).astype(np.float32)
-    builders = {"onnxnn": lambda: _lstm_contender(onnxnn, inputs, targets)}
+    inputs = rng.standard_normal(input_shape).astype(np.float32)
+    targets = rng.standard_normal(target_shape).astype(np.float32)
+    builders = {"onnxnn": lambda: _regression_contender(onnxnn, build, inputs, targets)}
     if _torch_available():
-        builders["torch"] = lambda: _lstm_contender(torch, inputs, targets)
+        builders["torch"] = lambda: _regression_contender(torch, build, inputs, targets)
     return _interleaved(_contenders(builders, 4), settings.blocks, settings.block_seconds)
 
 
 def bench_transformer_training(settings) -> dict:
     """A TransformerEncoderLayer's Adam step on 8 sequences of 64 tokens (not in the issue's table)."""
-    rng = np.random.default_rng(0)
-    inputs = rng.standard_normal((8, 64, 256)).astype(np.float32)
-    targets = rng.standard_normal((8, 64, 256)).astype(np.float32)
-    builders = {"onnxnn": lambda: _transformer_contender(onnxnn, inputs, targets)}
-    if _torch_available():
-        builders["torch"] = lambda: _transformer_contender(torch, inputs, targets)
-    return _interleaved(_contenders(builders, 4), settings.blocks, settings.block_seconds)
+    return _regression_row(_transformer_layer, (8, 64, 256), (8, 64, 256), settings)
+
+
+def bench_lstm_training(settings) -> dict:
+    """An LSTM(128, 256)'s Adam step over 32 steps of a batch of 16 (not in the issue's table)."""
+    return _regression_row(lambda library: library.nn.LSTM(128, 256), (32, 16, 128), (32, 16, 256), settings)
 
 
 def _imported_resnet18_file(directory: str) -> str:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from gradcheck import check_gradients
 from tolerances import TRANSCENDENTAL_ULPS, assert_within, gamma, normalization_bound, rtol_for
+from recorded_graphs import pending_op_types
 
 import onnxnn
 import onnxnn.nn.functional as F
@@ -79,19 +80,6 @@ def test_linear_gradients(input_shape):
     check_gradients(F.linear, [_randn(*input_shape), _randn(5, 4), _randn(5)])
 
 
-def _op_types_behind(tensor) -> list:
-    """The op types of the pending nodes behind ``tensor``."""
-    found, stack, seen = [], [tensor._value], set()
-    while stack:
-        value = stack.pop()
-        if value is None or value.data is not None or id(value.node) in seen:
-            continue
-        seen.add(id(value.node))
-        found.append(value.node.op_type)
-        stack.extend(value.node.inputs)
-    return found
-
-
 @pytest.mark.parametrize("input_shape", [(8, 16, 32), (2, 4, 16, 32)])
 def test_a_linear_layers_weight_gradient_over_a_batch_of_sequences_is_one_gemm(input_shape):
     # As PyTorch's linear folds the batch into one addmm: the rows of every matrix in one product, not
@@ -99,7 +87,7 @@ def test_a_linear_layers_weight_gradient_over_a_batch_of_sequences_is_one_gemm(i
     x, w, g = _randn(*input_shape, dtype=np.float32), _randn(24, 32, dtype=np.float32), _randn(24, dtype=np.float32)
     weight = onnxnn.tensor(w, requires_grad=True)
     (gradient,) = onnxnn.autograd.grad((F.linear(onnxnn.tensor(x), weight) * onnxnn.tensor(g)).sum(), [weight])
-    recorded = _op_types_behind(gradient)
+    recorded = pending_op_types(gradient)
     assert recorded.count("Gemm") == 1 and "MatMul" not in recorded and "ReduceSum" not in recorded
     rows = x.reshape(-1, 32).astype(np.float64)
     expected = np.broadcast_to(g.astype(np.float64), (rows.shape[0], 24)).T @ rows

@@ -23,21 +23,9 @@ from onnxnn.runtime.tensor import apply_op
 
 from gradcheck import check_gradients
 from tolerances import assert_within, gamma
+from recorded_graphs import pending_op_types
 
 CHANNELS = TAP_GEMM_MIN_CHANNELS
-
-
-def _pending_op_types(tensor) -> list[str]:
-    """The op types of the pending nodes behind ``tensor``."""
-    found, stack, seen = [], [tensor._value], set()
-    while stack:
-        value = stack.pop()
-        if value is None or value.data is not None or id(value.node) in seen:
-            continue
-        seen.add(id(value.node))
-        found.append(value.node.op_type)
-        stack.extend(value.node.inputs)
-    return found
 
 
 # (channels, kernel, groups): wide and narrow layers, a 7x7 RGB stem (written out as one Conv, the
@@ -51,7 +39,7 @@ def test_every_convolutions_weight_gradient_is_one_node(channels, kernel, groups
     weight = onnxnn.randn(2 * groups, channels // groups, kernel, kernel, requires_grad=True)
     with recording_only():
         F.conv2d(x, weight, padding=1, groups=groups).sum().backward()
-        recorded = _pending_op_types(weight.grad)
+        recorded = pending_op_types(weight.grad)
     assert recorded.count(OP_TYPE) == 1
     # The GEMMs per tap, or the Conv with batch and channels swapped, are the node's own.
     assert not {"MatMul", "Slice", "Conv", "Transpose"} & set(recorded)

@@ -11,19 +11,7 @@ import pytest
 
 import onnxnn
 from tolerances import assert_within, gamma
-
-
-def _recorded_ops(tensor) -> list:
-    """The op types of the pending nodes behind ``tensor``."""
-    found, stack, seen = [], [tensor._value], set()
-    while stack:
-        value = stack.pop()
-        if value is None or value.data is not None or id(value.node) in seen:
-            continue
-        seen.add(id(value.node))
-        found.append(value.node.op_type)
-        stack.extend(value.node.inputs)
-    return found
+from recorded_graphs import pending_op_types
 
 
 def _shared_weight_gradient(rows: int, uses: int, inner: int = 16, outer: int = 24, create_graph: bool = False):
@@ -44,7 +32,7 @@ def _shared_weight_gradient(rows: int, uses: int, inner: int = 16, outer: int = 
 @pytest.mark.parametrize("uses", [2, 16])
 def test_a_weight_read_by_products_over_few_rows_gets_one_product_over_all_of_them(uses):
     gradient, expected, bound = _shared_weight_gradient(rows=4, uses=uses)
-    recorded = _recorded_ops(gradient)
+    recorded = pending_op_types(gradient)
     assert recorded.count("Gemm") == 1 and "Add" not in recorded and recorded.count("Concat") == 2
     assert_within(gradient.numpy(), expected, bound)
 
@@ -52,14 +40,14 @@ def test_a_weight_read_by_products_over_few_rows_gets_one_product_over_all_of_th
 def test_products_over_many_rows_keep_their_sum():
     # 2 x 512 rows of 16 + 24 columns copied would cost more than one sum of a 16 x 24 result saves.
     gradient, expected, bound = _shared_weight_gradient(rows=512, uses=2)
-    recorded = _recorded_ops(gradient)
+    recorded = pending_op_types(gradient)
     assert recorded.count("Gemm") == 2 and "Concat" not in recorded and "Add" in recorded
     assert_within(gradient.numpy(), expected, bound)
 
 
 def test_a_backward_recorded_for_differentiation_keeps_the_sum_and_differentiates():
     gradient, expected, bound = _shared_weight_gradient(rows=4, uses=3, create_graph=True)
-    assert "Concat" not in _recorded_ops(gradient)
+    assert "Concat" not in pending_op_types(gradient)
     assert_within(gradient.detach().numpy(), expected, bound)
     assert gradient.requires_grad
 
@@ -69,7 +57,7 @@ def test_other_gradients_of_a_shared_value_are_added_in_order():
     weight = onnxnn.tensor(np.ones((3, 2), np.float32))
     loss = (x @ weight).sum() + (x * x).sum() + x.exp().sum()
     (gradient,) = onnxnn.autograd.grad(loss, [x])
-    assert "Concat" not in _recorded_ops(gradient)
+    assert "Concat" not in pending_op_types(gradient)
     values = np.arange(6, dtype=np.float64).reshape(2, 3)
     assert_within(gradient.numpy(), 2 + 2 * values + np.exp(values), gamma(8) * (2 + 2 * values + np.exp(values)))
 
