@@ -32,6 +32,11 @@ Once a stride-1 ConvTranspose ran on the blocked kernels: input gradients by GEM
 for 256 channels at 14x14, 0.96 for 512 at 7x7, 0.27 for 512 at 2x2 (too few columns for the
 blocked kernels), 0.24 stride 2.
 
+MobileNetV2's layers at 112x112, batch 8 (2026-12-04, ``--gradient weight --only mobilenet_``): the
+pointwise layers' loop 0.19-0.47 of the single op, the GEMM forms 0.25-0.54 (the loop fastest but
+for 576 -> 96 and 96 -> 576 at 7x7, within 0.05 of the GEMMs); the depthwise loop on small planes
+(960 channels at 4x4, 384 at 7x7) 0.36 and 0.22.
+
 Run: python benchmarks/bench_conv_gradients.py [--blocks N] [--block-seconds S] [--only NAME] [--gradient weight]
 """
 
@@ -76,6 +81,15 @@ SHAPES = [
     ("resnet50_pointwise_1024to256_14x14_b8", (8, 1024, 14, 14), 256, 1, 1, 0, 1),
     ("resnet50_pointwise_256to1024_14x14_b8", (8, 256, 14, 14), 1024, 1, 1, 0, 1),
     ("mobilenet_pointwise_960to160_7x7_b8", (8, 960, 7, 7), 160, 1, 1, 0, 1),
+    # MobileNetV2's at 112x112 images, batch 8: pointwise layers, and depthwise ones on small planes.
+    ("mobilenet_pointwise_24to144_28x28_b8", (8, 24, 28, 28), 144, 1, 1, 0, 1),
+    ("mobilenet_pointwise_144to24_28x28_b8", (8, 144, 28, 28), 24, 1, 1, 0, 1),
+    ("mobilenet_pointwise_96to576_7x7_b8", (8, 96, 7, 7), 576, 1, 1, 0, 1),
+    ("mobilenet_pointwise_576to96_7x7_b8", (8, 576, 7, 7), 96, 1, 1, 0, 1),
+    ("mobilenet_pointwise_192to32_14x14_b8", (8, 192, 14, 14), 32, 1, 1, 0, 1),
+    ("mobilenet_pointwise_16to96_56x56_b8", (8, 16, 56, 56), 96, 1, 1, 0, 1),
+    ("mobilenet_depthwise_960ch_3x3_4x4_b8", (8, 960, 4, 4), 960, 3, 1, 1, 960),
+    ("mobilenet_depthwise_384ch_3x3_7x7_b8", (8, 384, 7, 7), 384, 3, 1, 1, 384),
 ]
 
 NEVER = 1 << 62
