@@ -7,6 +7,7 @@ The functions exported here are the tensor-level API (PyTorch names) that ``Tens
 from __future__ import annotations
 
 from .elementwise import *  # noqa: F401,F403
+from .clamping import *  # noqa: F401,F403
 from .division import *  # noqa: F401,F403
 from .activations import *  # noqa: F401,F403
 from .comparison import *  # noqa: F401,F403

@@ -11,7 +11,8 @@ import math
 from ...ir import dtypes
 from ...ir.registry import gradient_rules
 from ._common import Tensor
-from .elementwise import _floating, _unary, clamp, erf, exp, where
+from .clamping import clamp
+from .elementwise import _floating, _unary, erf, exp, where
 from .opmath import rounded, widened
 from .relu_gradient import relu_gradient as _relu_gradient
 

@@ -25,6 +25,7 @@ from ._common import (
     with_closed_form_gradient,
     with_zero_gradients,
 )
+from . import clamping as _clamping
 from . import comparison as _c
 from . import elementwise as _e
 from . import division as _division
@@ -192,7 +193,7 @@ def exp2(input: Tensor) -> Tensor:
 
 
 def _exp2(x: Tensor) -> Tensor:
-    n = _e.floor(_e.clamp(x.detach(), -1100.0, 1100.0))
+    n = _e.floor(_clamping.clamp(x.detach(), -1100.0, 1100.0))
     half = _e.floor(_e.mul(n, 0.5))
     fraction = _e.exp(_e.mul(_e.sub(x, n), math.log(2.0)))
     return _e.mul(_e.mul(fraction, _e.pow(2.0, half)), _e.pow(2.0, _e.sub(n, half)))
@@ -292,11 +293,11 @@ def fmod(input, other) -> Tensor:
 
 
 def clamp_min(input: Tensor, min) -> Tensor:
-    return _e.clamp(input, min=min)
+    return _clamping.clamp(input, min=min)
 
 
 def clamp_max(input: Tensor, max) -> Tensor:
-    return _e.clamp(input, max=max)
+    return _clamping.clamp(input, max=max)
 
 
 def sgn(input: Tensor) -> Tensor:
@@ -399,7 +400,7 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     """``log(p / (1 - p))``, with ``p`` clamped to [eps, 1 - eps] when eps is given."""
     p = _e._floating(input)
     if eps is not None:
-        p = _e.clamp(p, eps, 1 - eps)
+        p = _clamping.clamp(p, eps, 1 - eps)
     return _e.log(_division.div(p, _e.sub(1, p)))
 
 

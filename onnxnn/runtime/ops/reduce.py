@@ -12,7 +12,8 @@ from ...ir import dtypes
 from ...ir.registry import gradient_rules, non_differentiable, shape_rules
 from ._common import Tensor, apply_op, distinct_dims, int64_constant, normalize_axes, with_zero_gradients
 from . import comparison as _c
-from .elementwise import maximum, minimum, nan_everywhere, onnx_sign, where
+from .clamping import nan_everywhere
+from .elementwise import maximum, minimum, onnx_sign, where
 from .opmath import REDUCED_FLOATS, rounded, widened
 from ..realization import data_of
 
