@@ -268,6 +268,13 @@ def with_closed_form_gradient(value: Tensor, inputs: tuple, saved: tuple, gradie
     return Tensor._from_value(output, node, 0)
 
 
+def expanded_zeros(shape, dtype, device) -> Tensor:
+    """Zeros of ``shape``: one zero expanded, not a tensor of them. A gradient rule's zero gradient
+    (an input reached only through a sign, a mask or a comparison, whose gradient PyTorch gives as
+    zeros) is this, never ``g * 0``, which an infinite ``g`` would make NaN."""
+    return Tensor._zeros((), dtype, device).expand(tuple(shape))
+
+
 def with_zero_gradients(result: Tensor, others: tuple, name: str) -> Tensor:
     """``result``, its gradient passed on as it is, and zeros for ``others``: inputs the value depends on
     only through signs or positions (copysign's ``other``, a masked_scatter source nothing is taken

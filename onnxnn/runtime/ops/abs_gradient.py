@@ -20,7 +20,7 @@ from onnx import numpy_helper
 from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.registry import decompositions, gradient_rules, shape_rules
 from ..tensor import Tensor, apply_op
-from ._common import same_shape_pair
+from ._common import expanded_zeros, same_shape_pair
 from .training import node_emitter
 
 __all__ = ["abs_gradient"]
@@ -53,7 +53,5 @@ def _decomposition(node, input_names: list, output_names: list, fresh_name):
 @gradient_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
 def _gradient(ctx, h):
     # X's gradient is zeros, not None: a leaf reached only through it (abs's second derivative,
-    # hessian(lambda t: t.abs().sum())) gets zeros, as PyTorch's SgnBackward gives. One zero
-    # expanded, never h * 0 (an infinite h would make NaN).
-    zeros = Tensor._zeros((), h.dtype, h.device).expand(tuple(ctx.input_shape(1)))
-    return abs_gradient(h, ctx.input(1)), zeros
+    # hessian(lambda t: t.abs().sum())) gets zeros, as PyTorch's SgnBackward gives.
+    return abs_gradient(h, ctx.input(1)), expanded_zeros(ctx.input_shape(1), h.dtype, h.device)

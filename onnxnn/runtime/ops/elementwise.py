@@ -20,6 +20,7 @@ from ._common import (
     Tensor,
     apply_op,
     broadcast_values,
+    expanded_zeros,
     promote_operands,
     promote_pair,
     same_shape,
@@ -99,9 +100,8 @@ non_differentiable.mark("BitwiseNot")
 @gradient_rules.register("Sign", "Floor", "Ceil", "Round")
 def _piecewise_constant_grad(ctx, g):
     # Zero wherever the derivative exists, as PyTorch's SignBackward0, FloorBackward0, ...: the output
-    # requires grad and a leaf reached only through it gets zeros, not None. One zero expanded, never
-    # g * 0 (an infinite gradient would make NaN).
-    return (Tensor._zeros((), g.dtype, g.device).expand(tuple(ctx.input_shape(0))),)
+    # requires grad and a leaf reached only through it gets zeros, not None.
+    return (expanded_zeros(ctx.input_shape(0), g.dtype, g.device),)
 
 
 @gradient_rules.register("Add")

@@ -31,7 +31,7 @@ from ...ir import dtypes
 from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.registry import decompositions, gradient_rules, shape_rules, value_blind_decompositions
 from ..tensor import Tensor, apply_op
-from ._common import as_tensor_operand, same_shape, same_shape_pair
+from ._common import as_tensor_operand, expanded_zeros, same_shape, same_shape_pair
 from .training import node_emitter
 
 __all__ = ["hardtanh", "hardtanh_gradient", "emit_hardtanh_gradient", "check_bounds"]
@@ -126,6 +126,6 @@ def emit_hardtanh_gradient(
 @gradient_rules.register(GRADIENT_OP_TYPE, domain=ONNXNN_DOMAIN)
 def _gradient_of_gradient(ctx, h):
     # Y's: zero wherever defined, as PyTorch's HardtanhBackwardBackward0 gives it (a leaf reached only
-    # through Y gets zeros, not None). One zero expanded, never h * 0 (an infinite h would make NaN).
-    zeros = Tensor._zeros((), h.dtype, h.device).expand(tuple(ctx.input_shape(1)))
+    # through Y gets zeros, not None).
+    zeros = expanded_zeros(ctx.input_shape(1), h.dtype, h.device)
     return hardtanh_gradient(h, ctx.input(1), ctx.input(2), ctx.input(3)), zeros, None, None

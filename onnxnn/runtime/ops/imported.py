@@ -13,7 +13,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.graph import Value, constant
 from ...ir.registry import gradient_rules, non_differentiable
-from ._common import Tensor, apply_op, int64_constant, normalize_axes
+from ._common import Tensor, apply_op, expanded_zeros, int64_constant, normalize_axes
 from .elementwise import where
 from ..realization import data_of
 
@@ -25,10 +25,6 @@ non_differentiable.mark("EyeLike", "Bernoulli")
 # MelWeightMatrix reads its float edge frequencies only through the integer DFT bins they fall in
 # (``((dft_length + 1) * hz) // sample_rate``): piecewise constant, derivative zero wherever it exists.
 non_differentiable.mark("MelWeightMatrix")
-
-
-def _zeros(shape: tuple, dtype, device) -> Tensor:
-    return Tensor._zeros((), dtype, device).expand(tuple(shape))
 
 
 # ---------------------------------------------------------------- scans and selections
@@ -49,7 +45,7 @@ def _compress_grad(ctx, g):
     elif condition.shape[0] > length:
         condition = condition[:length]
     if g.shape[axis] == 0:
-        return _zeros(shape, g.dtype, g.device), None
+        return expanded_zeros(shape, g.dtype, g.device), None
     positions = apply_op("CumSum", (condition, int64_constant(0)), {"exclusive": 1})
     positions = apply_op("Min", (positions, int64_constant(g.shape[axis] - 1)))
     gathered = apply_op("Gather", (g, positions), {"axis": axis}, "CompressBackward0")

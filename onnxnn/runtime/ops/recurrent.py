@@ -25,7 +25,7 @@ from onnx import TensorProto, helper
 from ...ir import dtypes
 from ...ir.recurrence import unroll
 from ...ir.registry import decompositions, gradient_rules, value_blind_decompositions
-from ._common import Tensor, apply_op
+from ._common import apply_op, expanded_zeros
 from .elementwise import where
 from .recomputation import gradient_by_recomputation
 from .shape import stack
@@ -75,10 +75,10 @@ class _TensorBackend:
         return where(mask, a, b)
 
     def zeros_like(self, x):
-        return Tensor._zeros((), x.dtype, x.device).expand(tuple(x.shape))
+        return expanded_zeros(x.shape, x.dtype, x.device)
 
     def zeros(self, shape, like):
-        return Tensor._zeros((), like.dtype, like.device).expand(tuple(shape))
+        return expanded_zeros(shape, like.dtype, like.device)
 
 
 def unrolled_recurrence(op_type: str, inputs: list, attrs: dict, num_outputs: int) -> list:

@@ -20,7 +20,7 @@ from onnx import numpy_helper
 from ...ir.domains import ONNXNN_DOMAIN
 from ...ir.registry import decompositions, gradient_rules, shape_rules
 from ..tensor import Tensor, apply_op
-from ._common import same_shape_pair
+from ._common import expanded_zeros, same_shape_pair
 from .training import node_emitter
 
 __all__ = ["relu_gradient", "emit_relu_gradient"]
@@ -60,6 +60,5 @@ def emit_relu_gradient(emit, initializers: list, fresh_name, g: str, y: str, dty
 @gradient_rules.register(OP_TYPE, domain=ONNXNN_DOMAIN)
 def _gradient(ctx, h):
     # Y's: zero wherever defined, as PyTorch's ThresholdBackwardBackward0 gives it (a leaf reached only
-    # through Y gets zeros, not None). One zero expanded, never h * 0 (an infinite h would make NaN).
-    zeros = Tensor._zeros((), h.dtype, h.device).expand(tuple(ctx.input_shape(1)))
-    return relu_gradient(h, ctx.input(1)), zeros
+    # through Y gets zeros, not None).
+    return relu_gradient(h, ctx.input(1)), expanded_zeros(ctx.input_shape(1), h.dtype, h.device)
