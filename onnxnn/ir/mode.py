@@ -35,6 +35,7 @@ __all__ = [
     "fast_path_from_environment",
     "switched_on_in_environment",
     "RecordingTrace",
+    "drawn_values",
     "trace_data_read",
 ]
 
@@ -392,8 +393,10 @@ class RecordingTrace:
     (``ir.graph.constant``), which a replay may take as they were; ``effects`` what else the
     recording did, in order: ``("write", tensor, value, plain, before)`` for each tensor rebound in
     place from value ``before`` (``plain``: nothing but the rebinding, no history moved onto the
-    tensor) and ``("alongside",
-    value)`` for each value asked to join a later realization (``ir.plan.realize_alongside``).
+    tensor), ``("alongside", value)`` for each value asked to join a later realization
+    (``ir.plan.realize_alongside``), ``("draw", value, draw)`` for each constant drawn from a random
+    generator and ``("check", value, check, force)`` for each check of data that can only raise
+    (``runtime.internal``).
     """
 
     __slots__ = ("records", "saved_reads", "together", "read_data", "created", "effects")
@@ -405,6 +408,11 @@ class RecordingTrace:
         self.read_data = False
         self.created: set | None = set() if keep_created else None
         self.effects: list = []
+
+
+def drawn_values(effects: list) -> set:
+    """The values a trace's ``effects`` (or a selection of them) drew from a random generator."""
+    return {effect[1] for effect in effects if effect[0] == "draw"}
 
 
 def trace_data_read() -> None:

@@ -30,6 +30,7 @@ import numpy as np
 
 from ...ir.device import CPU
 from ...ir.executors import executor
+from ...ir.mode import drawn_values
 from ...ir.plan import plan
 
 __all__ = ["derived_check"]
@@ -50,7 +51,7 @@ def derived_check(value, check: Callable[[np.ndarray], None], trace=None) -> tup
     if not _short_history(value):
         return None  # a model's output (generated tokens): realizing it plans it once, not twice
     graph = plan([value])
-    drawn = set() if trace is None else {effect[1] for effect in trace.effects if effect[0] == "draw"}
+    drawn = set() if trace is None else drawn_values(trace.effects)
     source_position = None
     for position, input in enumerate(graph.inputs):
         if input.device is not CPU or not isinstance(input.data, np.ndarray):

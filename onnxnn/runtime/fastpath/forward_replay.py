@@ -44,7 +44,7 @@ import threading
 from typing import Any, Callable
 
 from ...ir.graph import is_negative_zero
-from ...ir.mode import MODE, RecordingTrace, traced
+from ...ir.mode import MODE, RecordingTrace, drawn_values, traced
 from ..tensor import Tensor
 from ..views import VIEW_LINKS, is_contiguous, made_again, overlapping_views, view_path, view_root
 from .replay_source import ARGUMENT as _ARGUMENT
@@ -377,7 +377,7 @@ class _Template:
         drawn_and_checked = _drawn_and_checked(trace.effects, slots, len(constants), len(gathers))
         if drawn_and_checked is None:
             return None
-        drawn = {effect[1] for effect in drawn_and_checked if effect[0] == "draw"}
+        drawn = drawn_values(drawn_and_checked)
         # A plain call makes the values its forward makes anew each time, which a specialization
         # then never sees twice (plan_cache.watch_stable_inputs): a replay makes new ones as well,
         # or its specialization would embed them and round otherwise (principle 9: bitwise the same
@@ -437,7 +437,7 @@ def _drawn_and_checked(effects: list, slots: dict, first_gathered: int, gathered
     makes that constant the same: it is not made again, unless the constant was drawn."""
     made: list = []
     written = False
-    drawn = {effect[1] for effect in effects if effect[0] == "draw"}
+    drawn = drawn_values(effects)
     for effect in effects:
         kind = effect[0]
         if kind == "draw":
