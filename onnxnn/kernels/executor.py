@@ -47,7 +47,7 @@ from . import (  # noqa: F401  (registration)
     shape,
 )
 from . import binary_cross_entropy, crop, detection, quantize, recurrent, resize, spectral  # noqa: F401  (registration)
-from . import compiled_updates
+from . import compiled_updates, cuda_fusion
 from ..ir.caches import WeightedCache, register_cache
 from ..ir.device_arrays import to_cupy
 from ..ir.dtypes import as_dtype
@@ -136,6 +136,8 @@ class CompiledKernelPlan:
     __slots__ = (
         "xp",
         "steps",
+        "node_steps",
+        "step_descriptions",
         "template",
         "input_count",
         "input_dtypes",
@@ -154,7 +156,15 @@ class CompiledKernelPlan:
         "accelerable",
     )
 
-    def __init__(self, plan, xp=np, *, emulate_bfloat16: bool | None = None, dynamic_shapes: bool = False):
+    def __init__(
+        self,
+        plan,
+        xp=np,
+        *,
+        emulate_bfloat16: bool | None = None,
+        dynamic_shapes: bool = False,
+        fuse_elementwise: bool | None = None,
+    ):
         self.xp = xp
         # A plan compiled for every size of its inputs (``compile_shared``) knows only its values'
         # ranks: the generated code then proves nothing from sizes, and the caller checks result shapes.
@@ -181,9 +191,12 @@ class CompiledKernelPlan:
         self.input_dtypes = [value.dtype.numpy_dtype for value in plan.inputs]
         self.input_shapes = [None if dynamic_shapes else tuple(value.shape) for value in plan.inputs]
         output_slot: dict = {}
-        last_reader: dict = {}
         slot_shapes: dict = {}
         steps, descriptions, directs, finished_steps = [], [], [], set()
+        # Elementwise chains fuse into generated kernels on CuPy (kernels/cuda_fusion.py); numpy runs
+        # each node's ufuncs, whose passes over small arrays cost less than generated code's calls.
+        fusing = hasattr(xp, "ElementwiseKernel") if fuse_elementwise is None else fuse_elementwise
+        views: list = []
         for step_index, node in enumerate(plan.nodes):
             kernel = kernels.lookup(node.op_type, node.domain)
             first = node.inputs[0] if node.inputs else None
@@ -194,9 +207,7 @@ class CompiledKernelPlan:
                 if value is None:
                     input_slots.append(0)
                 elif id(value) in computed:
-                    slot = output_slot[computed[id(value)]]
-                    last_reader[slot] = step_index
-                    input_slots.append(slot)
+                    input_slots.append(output_slot[computed[id(value)]])
                 else:
                     slot = slot_of.get(id(value))
                     if slot is None:
@@ -230,9 +241,11 @@ class CompiledKernelPlan:
             attrs["_used_outputs"] = tuple(index for index, *_ in outputs)
             if self.emulate_bfloat16 and node.op_type == "Cast" and _is_bfloat16(attrs.get("to")):
                 attrs["to"] = 1  # float32; the output rounding below makes it bfloat16-valued
-            steps.append([kernel, attrs, tuple(input_slots), tuple(outputs), ()])
+            steps.append((kernel, attrs, tuple(input_slots), tuple(outputs), ()))
             descriptions.append(_describe(node, step_index))
             directs.append(direct)
+            if fusing:
+                views.append(_view(node, attrs, input_slots, outputs))
         # An export plan may list realized values among its outputs (an input returned as is).
         self.cacheable = True
         self.output_slots = []
@@ -248,14 +261,16 @@ class CompiledKernelPlan:
                 self.cacheable = False
             self.output_slots.append(slot)
         kept = set(self.output_slots)
-        frees: dict = {}
-        for slot, step_index in last_reader.items():
-            if slot not in kept:
-                frees.setdefault(step_index, []).append(slot)
-        for step_index, slots in frees.items():
-            steps[step_index][4] = tuple(slots)
         # (kernel, attrs, input slots, outputs, frees): mixed types, read positionally by the loops.
-        self.steps: list[tuple] = [tuple(step) for step in steps]
+        # ``node_steps`` runs node by node (debug runs, traces); ``steps`` may hold fused groups.
+        self.node_steps: list[tuple] = _with_frees(steps, kept)
+        self.steps = self.node_steps
+        self.step_descriptions = descriptions
+        if fusing:
+            groups = cuda_fusion.fusion_groups(views, kept)
+            if groups:
+                fused, self.step_descriptions = _fused(xp, steps, views, groups, descriptions, template, slot_shapes)
+                self.steps = _with_frees(fused, kept)
         self.template = template
         self.descriptions = descriptions
         self.slot_shapes = slot_shapes
@@ -341,15 +356,15 @@ class CompiledKernelPlan:
         except Exception as error:
             if step is not None and hasattr(error, "add_note"):
                 error.add_note(
-                    f"while running {self.descriptions[self.steps.index(step)]} in the onnxnn kernels executor"
+                    f"while running {self.step_descriptions[self.steps.index(step)]} in the onnxnn kernels executor"
                 )
             raise
         return [self._finish(env[slot], position) for position, slot in enumerate(self.output_slots)]
 
     def _run_checked(self, env: list, trace) -> None:
-        """The debug loop: one node at a time, validating result count and shapes."""
+        """The debug loop: one node at a time (never a fused group), validating result count and shapes."""
         xp = self.xp
-        for position, (kernel, attrs, input_slots, outputs, frees) in enumerate(self.steps):
+        for position, (kernel, attrs, input_slots, outputs, frees) in enumerate(self.node_steps):
             arguments = [env[slot] for slot in input_slots]
             try:
                 results = kernel(xp, arguments, attrs)
@@ -393,6 +408,66 @@ class CompiledKernelPlan:
             f"CompiledKernelPlan({len(self.steps)} nodes, {self.input_count} inputs, "
             f"{len(self.output_slots)} outputs, on {module})"
         )
+
+
+def _with_frees(steps: list, kept: set) -> list:
+    """The steps with each one's frees: the computed slots it reads last, which no plan output keeps."""
+    computed = {slot for step in steps for _, slot, _, _ in step[3]}
+    last_reader: dict = {}
+    for step_index, step in enumerate(steps):
+        for slot in step[2]:
+            if slot in computed and slot not in kept:
+                last_reader[slot] = step_index
+    frees: dict = {}
+    for slot, step_index in last_reader.items():
+        frees.setdefault(step_index, []).append(slot)
+    return [(*step[:4], tuple(frees.get(step_index, ()))) for step_index, step in enumerate(steps)]
+
+
+def _view(node, attrs: dict, input_slots: list, outputs: list) -> cuda_fusion.NodeView:
+    """What the fusion pass reads of a step (``cuda_fusion.NodeView``)."""
+    return cuda_fusion.NodeView(
+        node.domain,
+        node.op_type,
+        attrs,
+        tuple(input_slots),
+        tuple(None if value is None else value.dtype.numpy_dtype for value in node.inputs),
+        tuple(slot for _, slot, _, _ in outputs),
+        tuple(dtype for _, _, dtype, _ in outputs),
+    )
+
+
+def _fused(cupy, steps: list, views: list, groups: list, descriptions: list, template: list, slot_shapes: dict):
+    """The steps with each fused group run as one generated kernel where its root node ran, and the
+    steps' descriptions. Size-one finite constants among a group's inputs are written as literals."""
+    constants = {}
+    for view in views:
+        for slot, dtype in zip(view.input_slots, view.input_dtypes):
+            data = template[slot] if slot else None
+            if data is not None and slot not in constants and data.size == 1 and dtype in cuda_fusion.C_TYPES:
+                value = cupy.asnumpy(data).reshape(-1)[0]
+                if dtype.kind == "b" or np.isfinite(value):
+                    constants[slot] = (value.item(), tuple(data.shape))
+    root_of = {}
+    for group in groups:
+        for index in group:
+            root_of[index] = group
+    fused_steps, fused_descriptions = [], []
+    for index, step in enumerate(steps):
+        group = root_of.get(index)
+        if group is None:
+            fused_steps.append(step)
+            fused_descriptions.append(descriptions[index])
+        elif group[-1] == index:
+            shape = slot_shapes[views[index].output_slots[0]]
+            kernel, input_slots = cuda_fusion.fused_kernel(
+                cupy, views, group, constants, None if None in shape else shape
+            )
+            fused_steps.append((kernel, {}, input_slots, step[3], ()))
+            fused_descriptions.append(
+                "fused elementwise kernel of " + ", ".join(descriptions[member] for member in group)
+            )
+    return fused_steps, fused_descriptions
 
 
 def _finished(result, dtype: np.dtype, recorded_shape: tuple | None, position: int, xp=np) -> np.ndarray:

@@ -23,7 +23,14 @@ from onnxnn.runtime.device_sessions import DeviceBinder
 from onnxnn.runtime.fastpath import cuda_graphs
 from onnxnn.runtime.realization import realize
 from onnxnn.runtime.sessions import session_for
-from tests.tolerances import accumulation_bound, assert_close_to_matmul, assert_within, conv_bound, sum_bound, ulps
+from tests.tolerances import (
+    accumulation_bound,
+    assert_close_to_matmul,
+    assert_within,
+    conv_bound,
+    sum_bound,
+    ulps,
+)
 
 REAL_CUDA = onnxnn.cuda.is_available()
 NO_CUDA_REASON = "needs onnxruntime's CUDA provider and a GPU (onnxnn.cuda.is_available() is False)"
@@ -279,6 +286,42 @@ def test_kernels_executor_runs_on_cupy():
     z = (y * 3).sum()  # onnxruntime reads the CuPy array where it lies
     computed = y.cpu().numpy().astype(np.float64)
     assert_within(z.item(), computed.sum() * 3, sum_bound(np.abs(computed) * 3, extra=1))
+
+
+@pytest.mark.skipif(not REAL_CUDA, reason=NO_CUDA_REASON)
+def test_kernels_executor_trains_on_cupy_with_fused_elementwise_kernels():
+    pytest.importorskip("cupy", reason="the kernels executor on CUDA needs CuPy")
+    from onnxnn.kernels import executor as kernels_executor
+    from onnxnn.kernels.cuda_fusion import FusedElementwise
+
+    features = np.random.default_rng(6).standard_normal((8, 16))
+
+    def trained(device):
+        onnxnn.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 32), nn.GELU(approximate="tanh"), nn.Linear(32, 1), nn.Sigmoid())
+        model = model.double().to(device)
+        optimizer = onnxnn.optim.SGD(model.parameters(), lr=0.5)
+        with onnxnn.set_executor("kernels"):
+            for _ in range(3):
+                optimizer.zero_grad()
+                loss = ((model(onnxnn.tensor(features, device=device)) - 0.5) ** 2).mean()
+                loss.backward()
+                optimizer.step()
+        return [parameter.detach().cpu().numpy() for parameter in model.parameters()]
+
+    kernels_executor.clear_cache()
+    on_gpu = trained("cuda")
+    fused = [
+        step[0]
+        for compiled in kernels_executor._cache.plans.values()
+        if getattr(compiled, "xp", None) is not np
+        for step in getattr(compiled, "steps", ())
+        if isinstance(step[0], FusedElementwise)
+    ]
+    assert fused, "no fused kernel ran"
+    # float64 through three steps: the GPU's transcendental functions differ from libm's by an ulp or two.
+    for gpu, cpu in zip(on_gpu, trained("cpu")):
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-10, atol=1e-12)
 
 
 def test_without_a_usable_gpu_the_error_names_what_is_missing():
