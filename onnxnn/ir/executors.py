@@ -10,6 +10,9 @@ kernels package never imports the runtime. An executor provides:
 - ``compile_shared(plan, dims, device) -> runner``: a runner on ``device`` for every size of the
   inputs' ``dims`` (``(input position, axis)`` pairs; see ``runtime/fastpath/dynamic_shapes.py``).
 - ``cache_info() -> dict`` and ``clear_cache()``.
+
+The kernels executor also answers ``updates_share_threads`` and ``runs_fused(plan)``, which the
+"auto" choice weighs (``runtime/fastpath/plan_cache.choose``).
 """
 
 from __future__ import annotations

@@ -683,6 +683,20 @@ class KernelsExecutor:
     def set_cache_size(self, capacity: int | None = None, node_budget: int | None = None) -> None:
         set_cache_size(capacity, node_budget)
 
+    def runs_fused(self, plan) -> bool:
+        """Whether this executor runs every node of ``plan`` inside generated elementwise kernels
+        (``cuda_fusion``): on a GPU with CuPy, each node fusible into a group. Compiles the plan
+        into the cache when its ops all have expressions."""
+        if plan.key[3].type == "cpu" or not all(
+            (node.domain, node.op_type) in cuda_fusion.EXPRESSIONS for node in plan.nodes
+        ):
+            return False
+        try:
+            compiled = _cache.get(plan, array_module(plan.key[3]))
+        except (RuntimeError, NotImplementedError, TypeError):
+            return False  # no CuPy or no GPU for it, or a dtype the kernels lack
+        return all(isinstance(step[0], cuda_fusion.FusedElementwise) for step in compiled.steps)
+
     @property
     def updates_share_threads(self) -> bool:
         """Whether its optimizer updates run on all the intra-op threads (the compiled loops share large

@@ -24,6 +24,7 @@ from onnxnn.runtime.fastpath import cuda_graphs
 from onnxnn.runtime.realization import realize
 from onnxnn.runtime.sessions import session_for
 from tests.tolerances import (
+    TRANSCENDENTAL_ULPS,
     accumulation_bound,
     assert_close_to_matmul,
     assert_within,
@@ -322,6 +323,29 @@ def test_kernels_executor_trains_on_cupy_with_fused_elementwise_kernels():
     # float64 through three steps: the GPU's transcendental functions differ from libm's by an ulp or two.
     for gpu, cpu in zip(on_gpu, trained("cpu")):
         np.testing.assert_allclose(gpu, cpu, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.skipif(not REAL_CUDA, reason=NO_CUDA_REASON)
+def test_auto_runs_large_elementwise_plans_as_fused_kernels_on_the_gpu():
+    cupy = pytest.importorskip("cupy", reason="generated kernels need CuPy")
+    from onnxnn.runtime.fastpath import plan_cache
+
+    shape = (plan_cache.GPU_FUSED_MIN_ELEMENTS // 1024, 1024)
+    host = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    x = onnxnn.from_numpy(host).to("cuda")
+    large = ((x * 0.5).tanh() + 1) * x
+    assert isinstance(_device_array(large), cupy.ndarray)
+    small_host = host[:8, :8].copy()
+    small = onnxnn.from_numpy(small_host).to("cuda")
+    for on_onnxruntime in (((small * 0.5).tanh() + 1) * small, (x.T * 0.5).tanh()):  # small; a Transpose
+        assert type(_device_array(on_onnxruntime)).__name__ == "OrtValue"
+    wide = host.astype(np.float64)
+    hyperbolic = np.tanh(wide * 0.5)
+    activation = hyperbolic + 1
+    # tanh off by a few of its ulps (CUDA's), then the sum's and the product's roundings; near x = -5
+    # the sum cancels, so tanh's ulps (of a value near 1) weigh, not the small sum's
+    bound = np.abs(wide) * (ulps(hyperbolic, TRANSCENDENTAL_ULPS) + ulps(activation, 1)) + ulps(activation * wide, 1)
+    assert_within(large.cpu().numpy(), activation * wide, bound)
 
 
 def test_without_a_usable_gpu_the_error_names_what_is_missing():

@@ -76,6 +76,16 @@ FLOAT32_ONLY_IN_ONNXRUNTIME = frozenset(
 )
 
 
+# On a GPU, "auto" gives onnxruntime every plan (its sessions replay a repeated structure as a CUDA
+# graph), except a large plan of elementwise nodes alone that the kernels executor runs as generated
+# CuPy kernels (kernels/cuda_fusion.py): one pass over memory where a session makes one per node.
+# bench_cuda_fusion.py's api rows (H200, float32, tensors recorded and computed every call), the
+# kernels' time over the sessions' for its four workloads: 0.27-0.54 at 2^24 elements, 0.67-0.81 at
+# 2^23, 0.92-1.11 at 2^22 and 0.93-1.33 at 2^21 and below, where onnxnn's per-call costs (the same
+# for both) and the generated kernels' launch outweigh the passes saved.
+GPU_FUSED_MIN_ELEMENTS = 1 << 23
+
+
 def _elements(shape) -> int:
     size = 1
     for dim in shape:
@@ -86,7 +96,8 @@ def _elements(shape) -> int:
 def choose(plan: GraphPlan) -> str:
     """The executor "auto" gives ``plan``: "kernels" or "onnxruntime" (see the rules above)."""
     if plan.key[3].type != "cpu":
-        return "onnxruntime"
+        large = any(_elements(value.shape) >= GPU_FUSED_MIN_ELEMENTS for value in plan.outputs)
+        return "kernels" if large and executor("kernels").runs_fused(plan) else "onnxruntime"
     if _updates_only(plan) and updates_beat_sessions():
         return "kernels"
     for node in plan.nodes:
