@@ -28,6 +28,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ..ir.caches import WeightedCache, register_cache
 from ..ir.domains import ONNXNN_DOMAIN
 
 __all__ = ["EXPRESSIONS", "FusibleOp", "FusedElementwise", "fusion_groups", "fused_kernel", "C_TYPES"]
@@ -409,7 +410,10 @@ class FusedElementwise:
         return [out]
 
 
-_KERNELS: dict = {}
+# Generated kernels by source, least recently used dropped first: a program whose structures keep
+# changing must not keep every kernel it ever made (CuPy keeps the compiled binaries on disk).
+_KERNELS = WeightedCache(capacity=1024, budget=1 << 22)  # entries; characters of source
+register_cache("fused CUDA kernels", _KERNELS.clear)
 
 
 def fused_kernel(cupy, views: list, group: list, constants: dict, output_shape: tuple | None) -> tuple:
@@ -472,6 +476,9 @@ def fused_kernel(cupy, views: list, group: list, constants: dict, output_shape: 
     key = (in_params, out_params, source)
     kernel = _KERNELS.get(key)
     if kernel is None:
-        kernel = _KERNELS[key] = cupy.ElementwiseKernel(in_params, out_params, source, name, options=COMPILE_OPTIONS)
+        kernel = cupy.ElementwiseKernel(in_params, out_params, source, name, options=COMPILE_OPTIONS)
+        _KERNELS.put(key, kernel, len(source))
+    else:
+        _KERNELS.move_to_end(key)
     fused = FusedElementwise(kernel, dtype, output_shape, tuple(constant_shapes), source, name)
     return fused, tuple(input_slots)
