@@ -17,7 +17,7 @@ import numpy as np
 
 from ..ir.executors import executor
 from ..ir.plan import GraphPlan, plan as _plan
-from .executor import CompiledKernelPlan
+from .compiled_plan import CompiledKernelPlan
 
 __all__ = ["compare_with_onnxruntime", "NodeComparison", "ComparisonReport"]
 
