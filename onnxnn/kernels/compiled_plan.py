@@ -374,17 +374,18 @@ def _fused(cupy, steps: list, views: list, groups: list, descriptions: list, tem
     """The steps with each fused group run as one generated kernel where its root node ran, and the
     steps' descriptions. Size-one finite constants among a group's inputs are written as literals."""
     constants = {}
-    for view in views:
-        for slot, dtype in zip(view.input_slots, view.input_dtypes):
-            data = template[slot] if slot else None
-            if data is not None and slot not in constants and data.size == 1 and dtype in cuda_fusion.C_TYPES:
-                value = cupy.asnumpy(data).reshape(-1)[0]
-                if dtype.kind == "b" or np.isfinite(value):
-                    constants[slot] = (value.item(), tuple(data.shape))
     root_of = {}
     for group in groups:
         for index in group:
             root_of[index] = group
+            view = views[index]
+            for slot, dtype in zip(view.input_slots, view.input_dtypes):
+                data = template[slot] if slot else None
+                if data is None or slot in constants or data.size != 1 or dtype not in cuda_fusion.C_TYPES:
+                    continue
+                value = cupy.asnumpy(data).reshape(-1)[0]  # a copy to the host per constant, once
+                if dtype.kind == "b" or np.isfinite(value):
+                    constants[slot] = (value.item(), tuple(data.shape))
     fused_steps, fused_descriptions = [], []
     for index, step in enumerate(steps):
         group = root_of.get(index)
