@@ -5,6 +5,9 @@ Workloads (the issue's rows):
 - ``note_loop``: the modules note's loop with ``nn.Linear`` (Net 4-3-1, SGD with momentum and
   weight decay, loss ``abs``), one step per call.
 - ``mlp_adam_bN``: MLP 784-512-512-10, cross entropy, one Adam step, batch N in 1/16/64/256/1024.
+- ``mlp_<optimizer>_b16`` (beyond the issue's table): the same MLP's step at batch 16 with each other
+  optimizer whose update is one fused node (AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam,
+  Adadelta, ASGD), at its default hyperparameters and ``lr=1e-3``.
 - ``transformer_layer_adam_b8`` (beyond the issue's table): a ``TransformerEncoderLayer(256, 4, 1024)``
   Adam step on 8 sequences of 64 tokens, mean squared error against fixed targets.
 - ``lstm_adam_b16`` (beyond the issue's table): an ``LSTM(128, 256)`` Adam step over 32 time steps
@@ -251,13 +254,16 @@ def bench_note_loop(settings) -> dict:
 
 
 def classifier(library, build, optimizer_name: str, train: bool = True):
-    """``build(library)``, seeded, in training mode or not, and its optimizer: Adam, or SGD with momentum."""
+    """``build(library)``, seeded, in training mode or not, and its optimizer: Adam, SGD with momentum,
+    or any other ``optim`` class by its name, all at ``lr=1e-3``."""
     library.manual_seed(0)
     model = build(library)
     model.train(train)
     if optimizer_name == "adam":
         return model, library.optim.Adam(model.parameters(), lr=1e-3)
-    return model, library.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    if optimizer_name == "sgd":
+        return model, library.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    return model, getattr(library.optim, optimizer_name)(model.parameters(), lr=1e-3)
 
 
 def _classifier_contender(library, build, inputs: np.ndarray, labels: np.ndarray, optimizer_name: str, train=True):
@@ -284,6 +290,14 @@ def _classifier_row(build, input_shape, classes: int, optimizer_name: str, setti
 
 def bench_mlp_adam(batch: int):
     return lambda settings: _classifier_row(_mlp, (batch, 784), 10, "adam", settings)
+
+
+# The other optimizers with fused updates (runtime/ops/training.py, ir/update_formulas.py).
+FUSED_OPTIMIZERS = ("AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "ASGD")
+
+
+def bench_mlp_optimizer(optimizer_name: str):
+    return lambda settings: _classifier_row(_mlp, (16, 784), 10, optimizer_name, settings)
 
 
 def bench_small_resnet(settings) -> dict:
@@ -502,6 +516,7 @@ def bench_first_step(settings) -> dict:
 WORKLOADS = {
     "note_loop": bench_note_loop,
     **{f"mlp_adam_b{batch}": bench_mlp_adam(batch) for batch in MLP_BATCHES},
+    **{f"mlp_{name.lower()}_b16": bench_mlp_optimizer(name) for name in FUSED_OPTIMIZERS},
     "small_resnet_b32": bench_small_resnet,
     "resnet18_imported_b8": bench_resnet18_imported,
     "transformer_layer_adam_b8": bench_transformer_training,

@@ -47,6 +47,7 @@ from onnxnn.runtime.split_sessions import SplitSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_vs_torch import (  # noqa: E402
+    FUSED_OPTIMIZERS,
     MLP_BATCHES,
     _imported_resnet18_file,
     _mlp,
@@ -244,6 +245,7 @@ def _workloads(directory: str) -> dict:
     """Name -> (build, input shape, classes, optimizer, training mode)."""
     return {
         **{f"mlp_adam_b{batch}": (_mlp, (batch, 784), 10, "adam", True) for batch in MLP_BATCHES},
+        **{f"mlp_{name.lower()}_b16": (_mlp, (16, 784), 10, name, True) for name in FUSED_OPTIMIZERS},
         "small_resnet_b32": (_small_resnet, (32, 3, 32, 32), 10, "sgd", True),
         # The exported graph is in evaluation form, so PyTorch's twin runs in eval() too (bench_vs_torch).
         "resnet18_imported_b8": (_imported_resnet18(directory), (8, 3, 64, 64), 1000, "sgd", False),

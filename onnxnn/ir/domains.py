@@ -16,9 +16,11 @@ __all__ = [
 # ``decompositions`` write as standard ONNX whenever a model is built (linalg's Solve).
 ONNXNN_DOMAIN = "ai.onnxnn"
 # onnxnn records its fused optimizer updates (Momentum, Adam, Adagrad, RMSprop, after
-# ai.onnx.preview.training's) in it.
+# ai.onnx.preview.training's, and those of update_formulas.py) in it.
 TRAINING_DOMAIN = ONNXNN_DOMAIN
-OPTIMIZER_UPDATES = frozenset({"Momentum", "Adam", "Adagrad", "RMSprop"})  # their op types there
+OPTIMIZER_UPDATES = frozenset(
+    {"Momentum", "Adam", "Adagrad", "RMSprop", "Adamax", "NAdam", "RAdam", "Adadelta", "ASGD"}
+)  # their op types there
 MOMENTUM_TENSORS_START = 5  # R, T, alpha, beta, norm_coefficient come first
 ADAM_TENSORS_START = 6  # R, T, beta1, beta2, epsilon, weight_decay come first
 ADAGRAD_TENSORS_START = 5  # R, T, lr_decay, epsilon, weight_decay come first

@@ -64,8 +64,8 @@ _RANGE_ALIGNMENT = 16
 STREAM_MIN_ELEMENTS = 1 << 22
 _STREAM_OPTION = 1 << 8  # update_loops.c's STREAM_OPTION
 
-# update_loops.c's UPDATE_LOOPS_VERSION, which changes with its functions' signatures.
-_VERSION = 3
+# update_loops.c's UPDATE_LOOPS_VERSION, which changes with its functions (a signature, a new update).
+_VERSION = 4
 _LIBRARY = f"{__package__}._update_loops"
 _SCALAR_TYPES: dict[np.dtype, type[ctypes.c_float] | type[ctypes.c_double]] = {
     np.dtype(np.float32): ctypes.c_float,
@@ -97,12 +97,42 @@ def _rmsprop_options(states: tuple, factors: tuple, maximize: bool) -> int:
     return (factors[4] is not None) | maximize << 1 | centered << 2 | with_momentum << 3
 
 
+# The updates of ir/update_formulas.py: their factors are the node's hyperparameters, their options its attributes.
+
+
+def _decay_options(factors: tuple, attrs: dict) -> int:
+    """Weight decay as L2 (bit 0) or decoupled (bit 1), then maximize (bit 2): NAdam's and RAdam's first bits."""
+    decayed, decoupled = factors[-1] is not None, bool(attrs.get("decoupled_weight_decay", 0))
+    return (decayed and not decoupled) | (decayed and decoupled) << 1 | bool(attrs.get("maximize", 0)) << 2
+
+
+def _weight_decay_options(states: tuple, factors: tuple, attrs: dict) -> int:
+    return (factors[-1] is not None) | bool(attrs.get("maximize", 0)) << 1  # Adamax's and Adadelta's
+
+
+def _nadam_options(states: tuple, factors: tuple, attrs: dict) -> int:
+    return _decay_options(factors, attrs)
+
+
+def _radam_options(states: tuple, factors: tuple, attrs: dict) -> int:
+    return _decay_options(factors, attrs) | bool(attrs.get("rectified", 0)) << 3
+
+
+def _asgd_options(states: tuple, factors: tuple, attrs: dict) -> int:
+    return _weight_decay_options(states, factors, attrs) | (factors[2] is not None) << 2  # mu: averaged
+
+
 # op type -> (update_loops.c's name for it, its option bits)
 _UPDATES: dict[str, tuple[str, Callable[..., int]]] = {
     "Momentum": ("momentum", _momentum_options),
     "Adam": ("adam", _adam_options),
     "Adagrad": ("adagrad", _adagrad_options),
     "RMSprop": ("rmsprop", _rmsprop_options),
+    "Adamax": ("adamax", _weight_decay_options),
+    "NAdam": ("nadam", _nadam_options),
+    "RAdam": ("radam", _radam_options),
+    "Adadelta": ("adadelta", _weight_decay_options),
+    "ASGD": ("asgd", _asgd_options),
 }
 
 

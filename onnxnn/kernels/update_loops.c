@@ -1,4 +1,4 @@
-/* The optimizer updates of training.py as one loop each, called by compiled_updates.py through ctypes.
+/* The optimizer updates of training.py and ir/update_formulas.py as one loop each, called by compiled_updates.py through ctypes.
  *
  * numpy runs an update as a pass over the parameters per product, sum and root (Adam: 13); a loop
  * here reads each array once and writes each result once.
@@ -47,7 +47,7 @@
 
 /* compiled_updates.py uses a library only if this matches its own number: an editable install
  * keeps the library built from an older update_loops.c until it is reinstalled. */
-#define UPDATE_LOOPS_VERSION 3
+#define UPDATE_LOOPS_VERSION 4
 EXPORTED int onnxnn_update_loops_version(void) { return UPDATE_LOOPS_VERSION; }
 
 #define UPDATE_PARAMETERS \
@@ -107,7 +107,7 @@ EXPORTED int onnxnn_update_loops_version(void) { return UPDATE_LOOPS_VERSION; }
 
 /* The switch of an exported function over its option bits: CASES_n(CALL, loop, arrays) is one case per
  * value of n bits, and CALL_WITH_k_OPTIONS(loop, arrays, bits) calls the function's loop on its first
- * 5 or 9 arrays (``arrays``: ARRAYS_5 or ARRAYS_9 of update_loops_template.h) with bits 0 to k - 1 as constant
+ * 5, 7 or 9 arrays (``arrays``: ARRAYS_5, ARRAYS_7 or ARRAYS_9 of update_loops_template.h) with bits 0 to k - 1 as constant
  * flags (OPTION(bits, i) is bit i), passing on ``count`` (RUN_TENSOR's) and the function's factors. */
 #define OPTION(bits, n) (((bits) >> (n)) & 1)
 #define CASES_4(CALL, loop, arrays) CALL(loop, arrays, 0) CALL(loop, arrays, 1) CALL(loop, arrays, 2) CALL(loop, arrays, 3)
@@ -130,16 +130,19 @@ EXPORTED int onnxnn_update_loops_version(void) { return UPDATE_LOOPS_VERSION; }
 
 #define REAL float
 #define SQRT sqrtf
+#define FABS fabsf
 #define STREAM_STORE(destination, source) _mm_stream_ps((destination), _mm_loadu_ps(source))
 #define NAMED(update) onnxnn_##update##_float32
 #include "update_loops_template.h"
 #undef REAL
 #undef SQRT
+#undef FABS
 #undef STREAM_STORE
 #undef NAMED
 
 #define REAL double
 #define SQRT sqrt
+#define FABS fabs
 #define STREAM_STORE(destination, source) _mm_stream_pd((destination), _mm_loadu_pd(source))
 #define NAMED(update) onnxnn_##update##_float64
 #include "update_loops_template.h"

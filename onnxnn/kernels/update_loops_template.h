@@ -1,5 +1,5 @@
 /* update_loops.c's loops for one dtype: included once per REAL (the element type), with SQRT (its
- * square root), STREAM_STORE (a 16-byte non-temporal store of REALs) and NAMED(update) (the exported
+ * square root), FABS (its absolute value), STREAM_STORE (a 16-byte non-temporal store of REALs) and NAMED(update) (the exported
  * function's name). */
 
 #if STREAMING_STORES
@@ -16,6 +16,7 @@ ALWAYS_INLINE void NAMED(stream)(REAL *RESTRICT destination, const REAL *RESTRIC
 /* A function's arrays as its loop's pointers: the update's inputs, then its results. The loops take
  * them as restrict parameters: no array overlaps another, and the compiler vectorizes only knowing so. */
 #define ARRAYS_5 arrays[0], arrays[1], arrays[2], arrays[3], arrays[4]
+#define ARRAYS_7 ARRAYS_5, arrays[5], arrays[6]
 #define ARRAYS_9 ARRAYS_5, arrays[5], arrays[6], arrays[7], arrays[8]
 
 /* Momentum: x, g, v, new_x, new_v; learning_rate, alpha, beta, norm_coefficient. */
@@ -142,5 +143,139 @@ EXPORTED CPU_CLONES void NAMED(rmsprop)(UPDATE_PARAMETERS) {
 }
 #undef RMSPROP_DISPATCH
 
+/* The updates of ir/update_formulas.py: each formula's operations in its order. Their arrays are x, g,
+ * two states, new_x and the two new states; their factors are the formula's hyperparameters, in order. */
+
+/* G': negated when maximizing, then plus x * decay for L2 weight decay, as update_formulas._gradient. */
+#define FORMULA_GRADIENT(l2_decay, maximize, decay) \
+    REAL gradient = (maximize) ? -g[i] : g[i];      \
+    if (l2_decay) gradient = gradient + x[i] * (decay);
+
+/* Adamax: step_size, one_minus_beta1, beta2, epsilon, weight_decay. */
+ALWAYS_INLINE void NAMED(adamax_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
+                                      const REAL *RESTRICT m, const REAL *RESTRICT u, REAL *RESTRICT new_x,
+                                      REAL *RESTRICT new_m, REAL *RESTRICT new_u, const REAL *factors,
+                                      const int decayed, const int maximize) {
+    const REAL step_size = factors[0], one_minus_beta1 = factors[1], beta2 = factors[2];
+    const REAL epsilon = factors[3], weight_decay = factors[4];
+    for (size_t i = 0; i < count; i++) {
+        FORMULA_GRADIENT(decayed, maximize, weight_decay)
+        const REAL moment = m[i] + (gradient - m[i]) * one_minus_beta1;
+        new_m[i] = moment;
+        const REAL scaled = u[i] * beta2, bound = FABS(gradient) + epsilon;
+        const REAL norm = (scaled >= bound || scaled != scaled) ? scaled : bound; /* numpy's maximum: NaN wins */
+        new_u[i] = norm;
+        new_x[i] = x[i] - moment / norm * step_size;
+    }
+}
+
+#define ADAMAX_DISPATCH switch (options & 3) { CASES_4(CALL_WITH_2_OPTIONS, adamax_loop, 7) }
+EXPORTED CPU_CLONES void NAMED(adamax)(UPDATE_PARAMETERS) {
+    EACH_TENSOR(7) RUN_TENSOR(7, 4, ADAMAX_DISPATCH)
+    STREAM_FENCE(options);
+}
+#undef ADAMAX_DISPATCH
+
+/* NAdam: one_minus_beta1, beta2, one_minus_beta2, bias_correction2, epsilon, gradient_step, average_step, decay. */
+ALWAYS_INLINE void NAMED(nadam_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
+                                     const REAL *RESTRICT m, const REAL *RESTRICT v, REAL *RESTRICT new_x,
+                                     REAL *RESTRICT new_m, REAL *RESTRICT new_v, const REAL *factors,
+                                     const int l2_decay, const int decoupled_decay, const int maximize) {
+    const REAL one_minus_beta1 = factors[0], beta2 = factors[1], one_minus_beta2 = factors[2];
+    const REAL bias_correction2 = factors[3], epsilon = factors[4], gradient_step = factors[5];
+    const REAL average_step = factors[6], decay = factors[7];
+    for (size_t i = 0; i < count; i++) {
+        FORMULA_GRADIENT(l2_decay, maximize, decay)
+        const REAL weight = decoupled_decay ? x[i] * decay : x[i];
+        const REAL moment = m[i] + (gradient - m[i]) * one_minus_beta1;
+        new_m[i] = moment;
+        const REAL square = v[i] * beta2 + (gradient * gradient) * one_minus_beta2;
+        new_v[i] = square;
+        const REAL denominator = SQRT(square / bias_correction2) + epsilon;
+        new_x[i] = weight - gradient / denominator * gradient_step - moment / denominator * average_step;
+    }
+}
+
+#define NADAM_DISPATCH switch (options & 7) { CASES_8(CALL_WITH_3_OPTIONS, nadam_loop, 7) }
+EXPORTED CPU_CLONES void NAMED(nadam)(UPDATE_PARAMETERS) {
+    EACH_TENSOR(7) RUN_TENSOR(7, 4, NADAM_DISPATCH)
+    STREAM_FENCE(options);
+}
+#undef NADAM_DISPATCH
+
+/* RAdam: one_minus_beta1, beta2, one_minus_beta2, epsilon, step_size, decay. */
+ALWAYS_INLINE void NAMED(radam_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
+                                     const REAL *RESTRICT m, const REAL *RESTRICT v, REAL *RESTRICT new_x,
+                                     REAL *RESTRICT new_m, REAL *RESTRICT new_v, const REAL *factors,
+                                     const int l2_decay, const int decoupled_decay, const int maximize,
+                                     const int rectified) {
+    const REAL one_minus_beta1 = factors[0], beta2 = factors[1], one_minus_beta2 = factors[2];
+    const REAL epsilon = factors[3], step_size = factors[4], decay = factors[5];
+    for (size_t i = 0; i < count; i++) {
+        FORMULA_GRADIENT(l2_decay, maximize, decay)
+        const REAL weight = decoupled_decay ? x[i] * decay : x[i];
+        const REAL moment = m[i] + (gradient - m[i]) * one_minus_beta1;
+        new_m[i] = moment;
+        const REAL square = v[i] * beta2 + (gradient * gradient) * one_minus_beta2;
+        new_v[i] = square;
+        new_x[i] = weight - (rectified ? moment / (SQRT(square) + epsilon) * step_size : moment * step_size);
+    }
+}
+
+#define RADAM_DISPATCH switch (options & 15) { CASES_16(CALL_WITH_4_OPTIONS, radam_loop, 7) }
+EXPORTED CPU_CLONES void NAMED(radam)(UPDATE_PARAMETERS) {
+    EACH_TENSOR(7) RUN_TENSOR(7, 4, RADAM_DISPATCH)
+    STREAM_FENCE(options);
+}
+#undef RADAM_DISPATCH
+
+/* Adadelta: lr, rho, one_minus_rho, epsilon, weight_decay. */
+ALWAYS_INLINE void NAMED(adadelta_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
+                                        const REAL *RESTRICT square_avg, const REAL *RESTRICT acc_delta,
+                                        REAL *RESTRICT new_x, REAL *RESTRICT new_square_avg,
+                                        REAL *RESTRICT new_acc_delta, const REAL *factors, const int decayed,
+                                        const int maximize) {
+    const REAL learning_rate = factors[0], rho = factors[1], one_minus_rho = factors[2];
+    const REAL epsilon = factors[3], weight_decay = factors[4];
+    for (size_t i = 0; i < count; i++) {
+        FORMULA_GRADIENT(decayed, maximize, weight_decay)
+        const REAL square = square_avg[i] * rho + (gradient * gradient) * one_minus_rho;
+        new_square_avg[i] = square;
+        const REAL delta = SQRT(acc_delta[i] + epsilon) / SQRT(square + epsilon) * gradient;
+        new_acc_delta[i] = acc_delta[i] * rho + (delta * delta) * one_minus_rho;
+        new_x[i] = x[i] - delta * learning_rate;
+    }
+}
+
+#define ADADELTA_DISPATCH switch (options & 3) { CASES_4(CALL_WITH_2_OPTIONS, adadelta_loop, 7) }
+EXPORTED CPU_CLONES void NAMED(adadelta)(UPDATE_PARAMETERS) {
+    EACH_TENSOR(7) RUN_TENSOR(7, 4, ADADELTA_DISPATCH)
+    STREAM_FENCE(options);
+}
+#undef ADADELTA_DISPATCH
+
+/* ASGD: x, g, ax, new_x, new_ax; one_minus_lambd_eta, eta, mu, weight_decay. Not averaged (mu
+ * omitted: before t0), the new average is the new parameter. */
+ALWAYS_INLINE void NAMED(asgd_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
+                                    const REAL *RESTRICT average, REAL *RESTRICT new_x, REAL *RESTRICT new_average,
+                                    const REAL *factors, const int decayed, const int maximize, const int averaged) {
+    const REAL one_minus_lambd_eta = factors[0], eta = factors[1], mu = factors[2], weight_decay = factors[3];
+    for (size_t i = 0; i < count; i++) {
+        FORMULA_GRADIENT(decayed, maximize, weight_decay)
+        const REAL weight = x[i] * one_minus_lambd_eta - gradient * eta;
+        new_x[i] = weight;
+        new_average[i] = averaged ? average[i] + (weight - average[i]) * mu : weight;
+    }
+}
+
+#define ASGD_DISPATCH switch (options & 7) { CASES_8(CALL_WITH_3_OPTIONS, asgd_loop, 5) }
+EXPORTED CPU_CLONES void NAMED(asgd)(UPDATE_PARAMETERS) {
+    EACH_TENSOR(5) RUN_TENSOR(5, 3, ASGD_DISPATCH)
+    STREAM_FENCE(options);
+}
+#undef ASGD_DISPATCH
+#undef FORMULA_GRADIENT
+
 #undef ARRAYS_5
+#undef ARRAYS_7
 #undef ARRAYS_9

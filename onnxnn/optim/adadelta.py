@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
-from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     OpmathStep,
     _check_differentiable,
-    _hyperparameter,
     _increment_step,
     _new_step_tensor,
+    _picked,
+    _record_formula_updates,
     _zeros_like,
 )
 
@@ -137,26 +137,22 @@ def adadelta(
 ) -> None:
     """Functional Adadelta: records the update of every tensor in ``params`` and its state (lazily, in place).
 
-    The step counts are kept on the host (Adadelta's update does not read them).
+    The step counts are kept on the host (Adadelta's update does not read them); float32 and
+    float64 tensors are updated by fused ``Adadelta`` nodes (``ir/update_formulas.py``).
     """
     with no_grad():
-        for param, grad, square_avg, acc_delta, step in zip(params, grads, square_avgs, acc_deltas, state_steps):
+        fused: list[int] = []
+        settings: list[tuple[dict, tuple]] = []
+        for index, (param, step) in enumerate(zip(params, state_steps)):
             _increment_step(step)
-            grad = -grad if maximize else grad
             if param.dtype in REDUCED_FLOATS:
-                _opmath_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay)
+                grad = -grads[index] if maximize else grads[index]
+                _opmath_step(param, grad, square_avgs[index], acc_deltas[index], lr, rho, eps, weight_decay)
                 continue
-            if weight_decay != 0:
-                grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
-            rho_value = _hyperparameter("rho", rho, param)
-            one_minus_rho = _hyperparameter("1-rho", 1 - rho, param)
-            epsilon = _hyperparameter("eps", eps, param)
-            new_square_avg = square_avg * rho_value + grad * grad * one_minus_rho
-            delta = (acc_delta + epsilon).sqrt() / (new_square_avg + epsilon).sqrt() * grad
-            new_acc_delta = acc_delta * rho_value + delta * delta * one_minus_rho
-            record_update(square_avg, new_square_avg)
-            record_update(acc_delta, new_acc_delta)
-            record_update(param, param - delta * _hyperparameter("lr", lr, param))
+            fused.append(index)
+            decay = weight_decay if weight_decay != 0 else None
+            settings.append(({"maximize": int(maximize)}, (lr, rho, 1 - rho, eps, decay)))
+        _record_formula_updates("Adadelta", *_picked(fused, params, grads, square_avgs, acc_deltas), settings)
 
 
 def _opmath_step(

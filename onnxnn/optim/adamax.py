@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
-from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     OpmathStep,
     _check_differentiable,
-    _hyperparameter,
     _increment_step,
     _new_step_tensor,
+    _picked,
+    _record_formula_updates,
     _zeros_like,
 )
 
@@ -141,25 +141,22 @@ def adamax(
 ) -> None:
     """Functional Adamax: records the update of every tensor in ``params`` and its state (lazily, in place).
 
-    The step counts are kept on the host; the bias-corrected learning rate is fed to the graph as data.
+    The step counts are kept on the host; float32 and float64 tensors are updated by fused
+    ``Adamax`` nodes (``ir/update_formulas.py``), fed the bias-corrected learning rate as data.
     """
     with no_grad():
-        for param, grad, exp_avg, exp_inf, step in zip(params, grads, exp_avgs, exp_infs, state_steps):
+        fused: list[int] = []
+        settings: list[tuple[dict, tuple]] = []
+        for index, (param, step) in enumerate(zip(params, state_steps)):
             count = _increment_step(step)
-            grad = -grad if maximize else grad
             if param.dtype in REDUCED_FLOATS:
-                _opmath_step(param, grad, exp_avg, exp_inf, count, eps, beta1, beta2, lr, weight_decay)
+                grad = -grads[index] if maximize else grads[index]
+                _opmath_step(param, grad, exp_avgs[index], exp_infs[index], count, eps, beta1, beta2, lr, weight_decay)
                 continue
-            if weight_decay != 0:
-                grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
-            new_exp_avg = exp_avg + (grad - exp_avg) * _hyperparameter("1-beta1", 1 - beta1, exp_avg)
-            new_exp_inf = (exp_inf * _hyperparameter("beta2", beta2, exp_inf)).maximum(
-                grad.abs() + _hyperparameter("eps", eps, exp_inf)
-            )
-            step_size = _hyperparameter("lr/bias_correction1", lr / (1 - beta1**count), param)
-            record_update(exp_avg, new_exp_avg)
-            record_update(exp_inf, new_exp_inf)
-            record_update(param, param - new_exp_avg / new_exp_inf * step_size)
+            fused.append(index)
+            decay = weight_decay if weight_decay != 0 else None
+            settings.append(({"maximize": int(maximize)}, (lr / (1 - beta1**count), 1 - beta1, beta2, eps, decay)))
+        _record_formula_updates("Adamax", *_picked(fused, params, grads, exp_avgs, exp_infs), settings)
 
 
 def _opmath_step(

@@ -8,8 +8,17 @@ from ..ir import dtypes
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import full_tensor, rebind, record_update, value_of
 from ..runtime.tensor import Tensor
+from ..runtime.ops.opmath import REDUCED_FLOATS
 from .optimizer import Optimizer
-from .step_recording import _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
+from .step_recording import (
+    _check_differentiable,
+    _hyperparameter,
+    _increment_step,
+    _new_step_tensor,
+    _picked,
+    _record_formula_updates,
+    _zeros_like,
+)
 
 __all__ = ["ASGD", "asgd"]
 
@@ -142,26 +151,49 @@ def asgd(
     """Functional ASGD: records the update of every tensor in ``params`` and its average (lazily, in place).
 
     The step counts, ``eta`` and ``mu`` are scalars kept on the host (as PyTorch does without
-    ``capturable``); the step's coefficients are fed to the graph as data.
+    ``capturable``); float32 and float64 tensors are updated by fused ``ASGD`` nodes
+    (``ir/update_formulas.py``), fed the step's coefficients as data.
     """
     with no_grad():
-        for param, grad, ax, mu, eta, step in zip(params, grads, axs, mus, etas, state_steps):
+        fused: list[int] = []
+        settings: list[tuple[dict, tuple]] = []
+        for index, (param, mu, eta, step) in enumerate(zip(params, mus, etas, state_steps)):
             count = _increment_step(step)
-            grad = -grad if maximize else grad
-            if weight_decay != 0:
-                grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
-            eta_value = float(eta.item())
-            new_param = param * _hyperparameter("1-lambd*eta", 1 - lambd * eta_value, param)
-            new_param = new_param - grad * _hyperparameter("eta", eta_value, param)
-            mu_value = float(mu.item())
-            if mu_value != 1:
-                record_update(ax, ax + (new_param - ax) * _hyperparameter("mu", mu_value, ax))
+            eta_value, mu_value = float(eta.item()), float(mu.item())
+            if param.dtype in REDUCED_FLOATS:
+                _elementwise_step(param, grads[index], axs[index], eta_value, mu_value, lambd, weight_decay, maximize)
             else:
-                # Before t0 the average is the iterate itself (values are immutable, so sharing one is a copy).
-                record_update(ax, new_param)
-            record_update(param, new_param)
+                fused.append(index)
+                decay = weight_decay if weight_decay != 0 else None
+                averaging = mu_value if mu_value != 1 else None
+                settings.append(({"maximize": int(maximize)}, (1 - lambd * eta_value, eta_value, averaging, decay)))
             _set_host_scalar(eta, lr / ((1 + lambd * lr * count) ** alpha))
             _set_host_scalar(mu, 1 / max(1, count - t0))
+        _record_formula_updates("ASGD", *_picked(fused, params, grads, axs), settings)
+
+
+def _elementwise_step(
+    param: Tensor,
+    grad: Tensor,
+    ax: Tensor,
+    eta_value: float,
+    mu_value: float,
+    lambd: float,
+    weight_decay: float,
+    maximize: bool,
+) -> None:
+    """One float16/bfloat16 parameter's step as elementwise ops, each rounding to its dtype."""
+    grad = -grad if maximize else grad
+    if weight_decay != 0:
+        grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
+    new_param = param * _hyperparameter("1-lambd*eta", 1 - lambd * eta_value, param)
+    new_param = new_param - grad * _hyperparameter("eta", eta_value, param)
+    if mu_value != 1:
+        record_update(ax, ax + (new_param - ax) * _hyperparameter("mu", mu_value, ax))
+    else:
+        # Before t0 the average is the iterate itself (values are immutable, so sharing one is a copy).
+        record_update(ax, new_param)
+    record_update(param, new_param)
 
 
 def _set_host_scalar(scalar: Tensor, value: float) -> None:

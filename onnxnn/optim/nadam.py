@@ -6,16 +6,17 @@ from typing import Iterable
 
 from ..ir import dtypes
 from ..runtime.grad_mode import no_grad
-from ..runtime.internal import full_tensor, rebind, record_update, value_of
+from ..runtime.internal import full_tensor, rebind, value_of
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     OpmathStep,
     _check_differentiable,
-    _hyperparameter,
     _increment_step,
     _new_step_tensor,
+    _picked,
+    _record_formula_updates,
     _zeros_like,
 )
 
@@ -168,12 +169,13 @@ def nadam(
     """Functional NAdam: records the update of every tensor in ``params`` and its state (lazily, in place).
 
     The step counts and the momentum products are scalars kept on the host (as PyTorch does without
-    ``capturable``); the step's coefficients are fed to the graph as data.
+    ``capturable``); float32 and float64 tensors are updated by fused ``NAdam`` nodes
+    (``ir/update_formulas.py``), fed the step's coefficients as data.
     """
     with no_grad():
+        fused: list[int] = []
+        settings: list[tuple[dict, tuple]] = []
         for index, param in enumerate(params):
-            grad = -grads[index] if maximize else grads[index]
-            exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
             count = _increment_step(state_steps[index])
             bias_correction2 = 1 - beta2**count
             mu = beta1 * (1.0 - 0.5 * 0.96 ** (count * momentum_decay))
@@ -181,12 +183,13 @@ def nadam(
             mu_product = _multiply_host_scalar(mu_products[index], mu)
             mu_product_next = mu_product * mu_next
             if param.dtype in REDUCED_FLOATS:
+                grad = -grads[index] if maximize else grads[index]
                 coefficients = (mu, mu_next, mu_product, mu_product_next, bias_correction2)
                 _opmath_step(
                     param,
                     grad,
-                    exp_avg,
-                    exp_avg_sq,
+                    exp_avgs[index],
+                    exp_avg_sqs[index],
                     coefficients,
                     beta1,
                     beta2,
@@ -196,24 +199,21 @@ def nadam(
                     decoupled_weight_decay,
                 )
                 continue
-            new_param = param
-            if weight_decay != 0:
-                if decoupled_weight_decay:
-                    new_param = param * _hyperparameter("1-lr*weight_decay", 1 - lr * weight_decay, param)
-                else:
-                    grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
-            new_exp_avg = exp_avg + (grad - exp_avg) * _hyperparameter("1-beta1", 1 - beta1, exp_avg)
-            new_exp_avg_sq = exp_avg_sq * _hyperparameter("beta2", beta2, exp_avg_sq) + grad * grad * _hyperparameter(
-                "1-beta2", 1 - beta2, exp_avg_sq
+            fused.append(index)
+            decay = None if weight_decay == 0 else 1 - lr * weight_decay if decoupled_weight_decay else weight_decay
+            hyperparameters = (
+                1 - beta1,
+                beta2,
+                1 - beta2,
+                bias_correction2,
+                eps,
+                lr * (1 - mu) / (1 - mu_product),
+                lr * mu_next / (1 - mu_product_next),
+                decay,
             )
-            denom = (new_exp_avg_sq / _hyperparameter("bias_correction2", bias_correction2, param)).sqrt()
-            denom = denom + _hyperparameter("eps", eps, param)
-            grad_step = _hyperparameter("lr*(1-mu)/(1-mu_product)", lr * (1 - mu) / (1 - mu_product), param)
-            avg_step = _hyperparameter("lr*mu_next/(1-mu_product_next)", lr * mu_next / (1 - mu_product_next), param)
-            new_param = new_param - grad / denom * grad_step - new_exp_avg / denom * avg_step
-            record_update(exp_avg, new_exp_avg)
-            record_update(exp_avg_sq, new_exp_avg_sq)
-            record_update(param, new_param)
+            attributes = {"decoupled_weight_decay": int(decoupled_weight_decay), "maximize": int(maximize)}
+            settings.append((attributes, hyperparameters))
+        _record_formula_updates("NAdam", *_picked(fused, params, grads, exp_avgs, exp_avg_sqs), settings)
 
 
 def _opmath_step(

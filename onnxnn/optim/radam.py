@@ -6,16 +6,16 @@ import math
 from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
-from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     OpmathStep,
     _check_differentiable,
-    _hyperparameter,
     _increment_step,
     _new_step_tensor,
+    _picked,
+    _record_formula_updates,
     _zeros_like,
 )
 
@@ -154,42 +154,49 @@ def radam(
     """Functional RAdam: records the update of every tensor in ``params`` and its state (lazily, in place).
 
     The step counts are kept on the host, so whether the step is rectified (:math:`\\rho_t > 5`) is
-    decided there, as PyTorch does without ``capturable``; the coefficients are fed as data.
+    decided there, as PyTorch does without ``capturable``; float32 and float64 tensors are updated
+    by fused ``RAdam`` nodes (``ir/update_formulas.py``), fed the coefficients as data.
     """
     rho_inf = 2 / (1 - beta2) - 1
     with no_grad():
+        fused: list[int] = []
+        settings: list[tuple[dict, tuple]] = []
         for index, param in enumerate(params):
-            grad = -grads[index] if maximize else grads[index]
-            exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
             count = _increment_step(state_steps[index])
             if param.dtype in REDUCED_FLOATS:
+                grad = -grads[index] if maximize else grads[index]
                 _opmath_step(
-                    param, grad, exp_avg, exp_avg_sq, count, beta1, beta2, lr, eps, weight_decay, decoupled_weight_decay
+                    param,
+                    grad,
+                    exp_avgs[index],
+                    exp_avg_sqs[index],
+                    count,
+                    beta1,
+                    beta2,
+                    lr,
+                    eps,
+                    weight_decay,
+                    decoupled_weight_decay,
                 )
                 continue
-            new_param = param
-            if weight_decay != 0:
-                if decoupled_weight_decay:
-                    new_param = param * _hyperparameter("1-lr*weight_decay", 1 - lr * weight_decay, param)
-                else:
-                    grad = grad + param * _hyperparameter("weight_decay", weight_decay, param)
-            new_exp_avg = exp_avg + (grad - exp_avg) * _hyperparameter("1-beta1", 1 - beta1, exp_avg)
-            new_exp_avg_sq = exp_avg_sq * _hyperparameter("beta2", beta2, exp_avg_sq) + grad * grad * _hyperparameter(
-                "1-beta2", 1 - beta2, exp_avg_sq
-            )
+            fused.append(index)
             bias_correction1 = 1 - beta1**count
             bias_correction2 = 1 - beta2**count
             rho_t = rho_inf - 2 * count * beta2**count / bias_correction2
-            if rho_t > 5.0:
+            rectified = rho_t > 5.0
+            if rectified:
                 rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-                scale = lr * math.sqrt(bias_correction2) * rect / bias_correction1
-                denom = new_exp_avg_sq.sqrt() + _hyperparameter("eps", eps, param)
-                update = new_exp_avg / denom * _hyperparameter("rectified_step_size", scale, param)
+                step_size = lr * math.sqrt(bias_correction2) * rect / bias_correction1
             else:
-                update = new_exp_avg * _hyperparameter("lr/bias_correction1", lr / bias_correction1, param)
-            record_update(exp_avg, new_exp_avg)
-            record_update(exp_avg_sq, new_exp_avg_sq)
-            record_update(param, new_param - update)
+                step_size = lr / bias_correction1
+            decay = None if weight_decay == 0 else 1 - lr * weight_decay if decoupled_weight_decay else weight_decay
+            attributes = {
+                "decoupled_weight_decay": int(decoupled_weight_decay),
+                "maximize": int(maximize),
+                "rectified": int(rectified),
+            }
+            settings.append((attributes, (1 - beta1, beta2, 1 - beta2, eps, step_size, decay)))
+        _record_formula_updates("RAdam", *_picked(fused, params, grads, exp_avgs, exp_avg_sqs), settings)
 
 
 def _opmath_step(

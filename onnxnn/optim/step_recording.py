@@ -16,6 +16,7 @@ from ..ir.caches import register_cache
 from ..ir.device import CPU
 from ..ir.domains import TRAINING_DOMAIN
 from ..ir.graph import Value, constant
+from ..ir.update_formulas import FUSED_UPDATES
 from ..runtime.internal import full_tensor, rebind, record_op, record_update, tensor_of, value_of
 from ..runtime.tensor import Tensor
 
@@ -223,17 +224,75 @@ def _record_fused_updates(
         def scalar(name: str, value, device=device) -> Value:
             return _hyperparameter_scalar(name, value, dtypes.float64, device)
 
-        weights = [value_of(params[i]) for i in indices]
-        inputs = (
-            *hyperparameters(step, scalar),
-            *weights,
-            *[_same_dtype(value_of(grads[i]), weight) for i, weight in zip(indices, weights)],
-            *[value_of(states[i]) for states in state_lists for i in indices],
-        )
-        outputs = record_op(op_type, inputs, attributes, TRAINING_DOMAIN)
-        for kind, tensors in enumerate([params, *state_lists]):
-            for position, index in enumerate(indices):
-                record_update(tensors[index], outputs[kind * len(indices) + position])
+        _record_group(op_type, attributes, hyperparameters(step, scalar), params, grads, state_lists, indices)
+
+
+def _record_formula_updates(
+    op_type: str,
+    params: list[Tensor],
+    grads: list[Tensor],
+    state_lists: list[list[Tensor]],
+    settings: list[tuple[dict, tuple]],
+) -> None:
+    """Records one ``op_type`` node (``ir/update_formulas.py``) per group of ``params`` updated alike.
+
+    ``settings[i]`` is parameter ``i``'s ``(attributes, hyperparameters)``: the node's attributes and
+    its hyperparameters' values (Python numbers computed on the host for that parameter's step, in
+    the order ``FUSED_UPDATES[op_type]`` lists them; None where omitted). Parameters of one dtype and
+    device with the same settings share a node, whose hyperparameters are fed float64 0-d values;
+    its inputs are those, then the parameters, their gradients and each list of ``state_lists``,
+    and its outputs rebind the parameters and the states, in that order.
+    """
+    names = FUSED_UPDATES[op_type].hyperparameters
+    groups: dict = {}
+    occurrences = _occurrences(params)
+    for index, param in enumerate(params):
+        attributes, hyperparameters = settings[index]
+        weight = value_of(param)
+        key = (weight.dtype, weight.device, occurrences[index], tuple(attributes.items()), hyperparameters)
+        groups.setdefault(key, []).append(index)
+    for (_, device, _, _, hyperparameters), indices in groups.items():
+        fed = [
+            None if value is None else _hyperparameter_scalar(name, value, dtypes.float64, device)
+            for name, value in zip(names, hyperparameters)
+        ]
+        _record_group(op_type, settings[indices[0]][0], fed, params, grads, state_lists, indices)
+
+
+def _picked(
+    indices: list[int], params: list[Tensor], grads: list[Tensor], *state_lists: list[Tensor]
+) -> tuple[list[Tensor], list[Tensor], list[list[Tensor]]]:
+    """``(params, grads, state_lists)`` of the entries at ``indices``: those a fused node updates."""
+    return (
+        [params[i] for i in indices],
+        [grads[i] for i in indices],
+        [[states[i] for i in indices] for states in state_lists],
+    )
+
+
+def _record_group(
+    op_type: str,
+    attributes: dict,
+    hyperparameters,
+    params: list[Tensor],
+    grads: list[Tensor],
+    state_lists: list[list[Tensor]],
+    indices: list[int],
+) -> None:
+    """Records one fused update node of the parameters at ``indices`` and rebinds them and their states
+    to its outputs; its inputs are ``hyperparameters`` (values), then the parameters, their gradients
+    and each list of states."""
+    weights = [value_of(params[i]) for i in indices]
+    inputs = (
+        *hyperparameters,
+        *weights,
+        *[_same_dtype(value_of(grads[i]), weight) for i, weight in zip(indices, weights)],
+        *[value_of(states[i]) for states in state_lists for i in indices],
+    )
+    outputs = record_op(op_type, inputs, attributes, TRAINING_DOMAIN)
+    for kind, tensors in enumerate([params, *state_lists]):
+        for position, index in enumerate(indices):
+            record_update(tensors[index], outputs[kind * len(indices) + position])
 
 
 def _occurrences(params: list[Tensor]) -> list[int]:

@@ -119,7 +119,11 @@ def run_plan(graph: GraphPlan, specialize: bool = True, found: plan_cache.Entry 
 #   resnet18's SGD step 124 -> 101 ms (its update in one session took ~50 ms there). Without the
 #   compiled loops the kernels' numpy formulas run on one thread, so then the split is for one thread
 #   only (``set_num_threads(1)``, or a one-core machine), where they still beat onnxruntime's passes.
-SPLIT_STEP_MIN_ELEMENTS = {"Adam": 1 << 16, "Adagrad": 1 << 16, "RMSprop": 1 << 16, "Momentum": 1 << 20}
+SPLIT_STEP_MIN_ELEMENTS = {
+    **dict.fromkeys(("Adam", "Adagrad", "RMSprop", "Adamax", "NAdam", "RAdam", "Adadelta"), 1 << 16),
+    # ASGD makes as few passes as Momentum (four to seven), so it takes Momentum's bound (below).
+    **dict.fromkeys(("Momentum", "ASGD"), 1 << 20),
+}
 
 
 _shape_of = operator.attrgetter("shape")

@@ -74,7 +74,17 @@ def test_a_chain_of_compiled_updates_equals_the_numpy_formulas_bitwise(case, dty
 
 @needs_the_library
 @pytest.mark.parametrize(
-    "case", ["momentum", "adamw-amsgrad-maximize", "adagrad-maximize", "rmsprop-centered-momentum"]
+    "case",
+    [
+        "momentum",
+        "adamw-amsgrad-maximize",
+        "adagrad-maximize",
+        "rmsprop-centered-momentum",
+        "adamax-l2",
+        "nadam-l2-maximize",
+        "radam-rectified-decoupled-maximize",
+        "adadelta-l2-maximize",
+    ],
 )
 def test_a_hundred_compiled_steps_equal_a_hundred_steps_of_the_numpy_formulas_bitwise(case, monkeypatch):
     shapes = LAYOUTS["tensor by tensor"]
@@ -89,7 +99,9 @@ def test_a_hundred_compiled_steps_equal_a_hundred_steps_of_the_numpy_formulas_bi
 @pytest.mark.parametrize("threads", [2, 3, 7])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("case", ["momentum-nesterov", "adamw-amsgrad-maximize", "rmsprop-centered-momentum"])
+@pytest.mark.parametrize(
+    "case", ["momentum-nesterov", "adamw-amsgrad-maximize", "rmsprop-centered-momentum", "nadam-decoupled"]
+)
 def test_updates_shared_among_threads_equal_the_numpy_formulas_bitwise(
     case, dtype, layout, threads, streamed, monkeypatch
 ):

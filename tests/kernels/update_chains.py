@@ -1,5 +1,5 @@
-"""Chains of optimizer updates straight through the kernels (onnxnn/kernels/training.py): every
-optimizer and option, a few steps, each step fed the last one's results.
+"""Chains of optimizer updates straight through the kernels (onnxnn/kernels/training.py and
+training_formulas.py): every optimizer and option, a few steps, each step fed the last one's results.
 
 Shared by the tests of the kernels' block-wise path and of their compiled loops, which compare
 chains run two ways bit for bit.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxnn.kernels import training
+from onnxnn.kernels.training_formulas import KERNELS
 
 SHAPES = [(7, 5), (13,), (), (3, 1, 2)]
 
@@ -33,6 +34,27 @@ def _adagrad_inputs(step, weight_decay=0.01):
 
 def _rmsprop_inputs(step, weight_decay=0.01, momentum=0.5):
     return [_scalar(0.01), _scalar(0.9), _scalar(1e-8), _scalar(weight_decay), _scalar(momentum)]
+
+
+def _adamax_inputs(step, weight_decay=0.01):
+    return [_scalar(0.05 / (1 - 0.8**step)), _scalar(0.2), _scalar(0.95), _scalar(1e-6), _scalar(weight_decay)]
+
+
+def _nadam_inputs(step, decay=0.01):
+    coefficients = [0.2, 0.95, 0.05, 1 - 0.95**step, 1e-6, 0.05 * 0.1 / (1 - 0.9**step), 0.05 * 0.9 / (1 - 0.8**step)]
+    return [*map(_scalar, coefficients), _scalar(decay)]
+
+
+def _radam_inputs(step, decay=0.01):
+    return [_scalar(0.2), _scalar(0.95), _scalar(0.05), _scalar(1e-6), _scalar(0.05 / (1 - 0.8**step)), _scalar(decay)]
+
+
+def _adadelta_inputs(step, weight_decay=0.01):
+    return [_scalar(1.0), _scalar(0.9), _scalar(0.1), _scalar(1e-6), _scalar(weight_decay)]
+
+
+def _asgd_inputs(step, mu=0.5, weight_decay=0.01):
+    return [_scalar(1 - 0.01 * 0.05), _scalar(0.05), _scalar(mu), _scalar(weight_decay)]
 
 
 # name: (kernel, attributes, how many state lists it carries, its hyperparameter inputs at a step).
@@ -59,6 +81,22 @@ CASES = {
         2,
         lambda step: _rmsprop_inputs(step, 0.01, None),
     ),
+    "adamax-l2": (KERNELS["Adamax"], {}, 2, _adamax_inputs),
+    "adamax-maximize-no-decay": (KERNELS["Adamax"], {"maximize": 1}, 2, lambda step: _adamax_inputs(step, None)),
+    "nadam-l2-maximize": (KERNELS["NAdam"], {"maximize": 1}, 2, _nadam_inputs),
+    "nadam-decoupled": (KERNELS["NAdam"], {"decoupled_weight_decay": 1}, 2, lambda step: _nadam_inputs(step, 0.9995)),
+    "radam-rectified-l2": (KERNELS["RAdam"], {"rectified": 1}, 2, _radam_inputs),
+    "radam-rectified-decoupled-maximize": (
+        KERNELS["RAdam"],
+        {"rectified": 1, "decoupled_weight_decay": 1, "maximize": 1},
+        2,
+        lambda step: _radam_inputs(step, 0.9995),
+    ),
+    "radam-unrectified-no-decay": (KERNELS["RAdam"], {"rectified": 0}, 2, lambda step: _radam_inputs(step, None)),
+    "adadelta-l2-maximize": (KERNELS["Adadelta"], {"maximize": 1}, 2, _adadelta_inputs),
+    "adadelta-no-decay": (KERNELS["Adadelta"], {}, 2, lambda step: _adadelta_inputs(step, None)),
+    "asgd-averaged-l2": (KERNELS["ASGD"], {}, 1, _asgd_inputs),
+    "asgd-maximize-not-averaged": (KERNELS["ASGD"], {"maximize": 1}, 1, lambda step: _asgd_inputs(step, None, None)),
 }
 
 

@@ -1,4 +1,5 @@
-"""Adam, AdamW, Adagrad and RMSprop record one fused node per group of parameters, and it changes no bit.
+"""Adam, AdamW, Adagrad, RMSprop, Adamax, NAdam, RAdam and Adadelta record one fused node per group of
+parameters, and it changes no bit.
 
 The same small model is trained twice for 100 steps: once with the onnxnn optimizer, once with
 the elementwise formulas onnxnn used before the fused nodes (tests/unfused_updates.py, in numpy,
@@ -18,11 +19,20 @@ import pytest
 import onnxnn
 from onnxnn import nn
 from onnxnn.kernels import update_driver
-from onnxnn.optim import SGD, Adagrad, Adam, AdamW, RMSprop
+from onnxnn.optim import ASGD, SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, NAdam, RAdam, RMSprop
 from onnxnn.runtime import realization as executor
 
 from tolerances import assert_within, gamma
-from unfused_updates import unfused_adagrad_step, unfused_adam_step, unfused_rmsprop_step
+from unfused_updates import (
+    unfused_adadelta_step,
+    unfused_adagrad_step,
+    unfused_adam_step,
+    unfused_adamax_step,
+    unfused_asgd_step,
+    unfused_nadam_step,
+    unfused_radam_step,
+    unfused_rmsprop_step,
+)
 
 STEPS = 100
 CASES = [
@@ -57,6 +67,18 @@ CASES = [
             "maximize": True,
         },
     ),
+    (Adamax, {"lr": 0.01}),
+    (Adamax, {"lr": 0.02, "betas": (0.8, 0.9), "eps": 1e-3, "weight_decay": 0.1, "maximize": True}),
+    (NAdam, {"lr": 0.01}),
+    (NAdam, {"lr": 0.01, "weight_decay": 0.1, "momentum_decay": 0.01, "maximize": True}),
+    (NAdam, {"lr": 0.02, "weight_decay": 0.1, "decoupled_weight_decay": True}),
+    (RAdam, {"lr": 0.01}),  # unrectified for its first 5 steps, then rectified
+    (RAdam, {"lr": 0.01, "weight_decay": 0.1, "maximize": True}),
+    (RAdam, {"lr": 0.02, "betas": (0.8, 0.9), "weight_decay": 0.1, "decoupled_weight_decay": True}),
+    (Adadelta, {"lr": 1.0}),
+    (Adadelta, {"lr": 0.5, "rho": 0.8, "eps": 1e-4, "weight_decay": 0.1, "maximize": True}),
+    (ASGD, {"lr": 0.01}),
+    (ASGD, {"lr": 0.05, "lambd": 0.01, "alpha": 0.5, "t0": 40, "weight_decay": 0.1, "maximize": True}),
 ]
 
 
@@ -89,6 +111,17 @@ def train_fused(optimizer_class, options) -> list:
     return [param.detach().numpy() for param in model.parameters()]
 
 
+# optimizer -> (its unfused step, how many zero-filled states it starts with, other states' first values)
+UNFUSED = {
+    RMSprop: (unfused_rmsprop_step, 3, ()),
+    Adamax: (unfused_adamax_step, 2, ()),
+    NAdam: (unfused_nadam_step, 2, (1.0,)),  # and the product of the momentum coefficients
+    RAdam: (unfused_radam_step, 2, ()),
+    Adadelta: (unfused_adadelta_step, 2, ()),
+    ASGD: (unfused_asgd_step, 1, (None, 1.0)),  # and eta (the learning rate at first) and mu
+}
+
+
 def train_unfused(optimizer_class, options) -> list:
     model, inputs, targets = _model_and_data()
     params = list(model.parameters())
@@ -97,9 +130,10 @@ def train_unfused(optimizer_class, options) -> list:
         initial_sum = options.pop("initial_accumulator_value", 0)
         states = [[np.full(param.shape, initial_sum, np.float32)] for param in params]
         update = unfused_adagrad_step
-    elif optimizer_class is RMSprop:
-        states = [[np.zeros(param.shape, np.float32) for _ in range(3)] for param in params]
-        update = unfused_rmsprop_step
+    elif optimizer_class in UNFUSED:
+        update, zero_filled, others = UNFUSED[optimizer_class]
+        others = tuple(options["lr"] if other is None else other for other in others)
+        states = [[*(np.zeros(param.shape, np.float32) for _ in range(zero_filled)), *others] for param in params]
     else:
         decoupled = optimizer_class is AdamW
         options = {"weight_decay": 1e-2 if decoupled else 0, **options, "decoupled_weight_decay": decoupled}
@@ -239,9 +273,15 @@ def test_low_precision_parameters_round_per_op_as_the_unfused_update(optimizer_c
     [
         (Adagrad, {"lr": 0.1}, ["sum"]),
         (RMSprop, {"lr": 0.1, "centered": True, "momentum": 0.5}, ["square_avg", "momentum_buffer", "grad_avg"]),
+        (Adamax, {"lr": 0.1, "weight_decay": 0.1}, ["exp_avg", "exp_inf"]),
+        (NAdam, {"lr": 0.1, "decoupled_weight_decay": True, "weight_decay": 0.1}, ["exp_avg", "exp_avg_sq"]),
+        (RAdam, {"lr": 0.1}, ["exp_avg", "exp_avg_sq"]),
+        (Adadelta, {"lr": 0.1, "maximize": True}, ["square_avg", "acc_delta"]),
+        (ASGD, {"lr": 0.1, "t0": 0}, ["ax"]),
     ],
+    ids=lambda case: case.__name__ if isinstance(case, type) else "",
 )
-def test_adagrad_and_rmsprop_record_one_node_per_group(optimizer_class, options, state_keys):
+def test_fused_optimizers_record_one_node_per_group(optimizer_class, options, state_keys):
     params = [onnxnn.ones(3, requires_grad=True), onnxnn.ones(2, requires_grad=True)]
     optimizer = optimizer_class(params, **options)
     for param in params:
@@ -487,3 +527,24 @@ def test_low_precision_updates_match_torch_over_100_steps(optimizer_class, optio
         result, reference_value = result.astype(np.float32), reference_value.float().numpy()
         # Bit for bit, NaN where torch's is (a centered RMSprop's rounded variance can be negative).
         np.testing.assert_array_equal(result, reference_value)
+
+
+@pytest.mark.parametrize("optimizer_class", [Adamax, NAdam, RAdam, Adadelta, ASGD])
+def test_formula_updates_share_a_node_only_where_their_factors_agree(optimizer_class):
+    """Parameters at different step counts have different factors (Adadelta's read no step count),
+    and a float16 parameter keeps PyTorch's op-by-op rounding instead of a fused node."""
+    early, late = onnxnn.ones(3, requires_grad=True), onnxnn.ones(2, requires_grad=True)
+    half = onnxnn.ones(2, dtype=onnxnn.float16, requires_grad=True)
+    optimizer = optimizer_class([early, late, half], lr=0.1)
+    for step in range(2):
+        early.grad, half.grad = onnxnn.full((3,), 0.5), onnxnn.full((2,), 0.5, dtype=onnxnn.float16)
+        late.grad = onnxnn.full((2,), 0.5) if step == 1 else None  # one step behind
+        with executor.recording_only():
+            optimizer.step()
+        nodes = {param._value.node.op_type for param in (early, late, half) if param.grad is not None}
+        assert optimizer_class.__name__ in nodes
+        assert half._value.node.op_type != optimizer_class.__name__
+        shared = early._value.node is late._value.node
+        for param in (early, late, half):
+            param.detach().numpy()
+    assert shared == (optimizer_class is Adadelta)

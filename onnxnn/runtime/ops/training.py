@@ -147,7 +147,7 @@ def _momentum_decomposition(node, input_names: list, output_names: list, fresh_n
     nodes: list = []
     initializers: list = []
     emit = node_emitter(nodes, fresh_name)
-    typed = _caster(emit, hyperparameter_dtype)
+    typed = hyperparameter_caster(emit, hyperparameter_dtype)
 
     low_precision_scalars: dict = {}
     beta_adjusted = None
@@ -199,10 +199,10 @@ def adam_tensor_lists(attrs: dict) -> tuple:
 
 @shape_rules.register("Adam", domain=TRAINING_DOMAIN)
 def _adam_shape(inputs, attrs):
-    return _fused_update_shapes("Adam", inputs, ADAM_HYPERPARAMETERS, {"weight_decay"}, adam_tensor_lists(attrs))
+    return fused_update_shapes("Adam", inputs, ADAM_HYPERPARAMETERS, {"weight_decay"}, adam_tensor_lists(attrs))
 
 
-def _fused_update_shapes(op_type: str, inputs, hyperparameter_names: tuple, optional: set, list_names: tuple):
+def fused_update_shapes(op_type: str, inputs, hyperparameter_names: tuple, optional: set, list_names: tuple):
     """The shape rule of a fused optimizer update: its outputs are the new X and states (every list but G).
 
     The inputs are 0-d hyperparameters of one floating dtype (those in ``optional`` may be omitted),
@@ -269,7 +269,7 @@ def _adam_decomposition(node, input_names: list, output_names: list, fresh_name)
     }
     if weight_decay:
         factors["decay"] = emit("Sub", one, emit("Mul", learning_rate, weight_decay)) if decoupled else weight_decay
-    typed = _caster(emit, hyperparameter_dtype)
+    typed = hyperparameter_caster(emit, hyperparameter_dtype)
     opmath = Opmath(emit, initializers, fresh_name)
     for index in range(count):
         dtype = tensors[index].dtype
@@ -317,7 +317,7 @@ ADAGRAD_TENSOR_LISTS = ("X", "G", "S")
 
 @shape_rules.register("Adagrad", domain=TRAINING_DOMAIN)
 def _adagrad_shape(inputs, attrs):
-    return _fused_update_shapes("Adagrad", inputs, ADAGRAD_HYPERPARAMETERS, {"weight_decay"}, ADAGRAD_TENSOR_LISTS)
+    return fused_update_shapes("Adagrad", inputs, ADAGRAD_HYPERPARAMETERS, {"weight_decay"}, ADAGRAD_TENSOR_LISTS)
 
 
 non_differentiable.mark("Adagrad", domain=TRAINING_DOMAIN)
@@ -343,7 +343,7 @@ def _adagrad_decomposition(node, input_names: list, output_names: list, fresh_na
     }
     if weight_decay:
         factors["weight_decay"] = weight_decay
-    typed = _caster(emit, hyperparameter_dtype)
+    typed = hyperparameter_caster(emit, hyperparameter_dtype)
     for index in range(count):
         x, g, state_sum = names[index], names[count + index], names[2 * count + index]
         factor = {name: typed(value, tensors[index].dtype) for name, value in factors.items()}
@@ -369,7 +369,7 @@ def rmsprop_tensor_lists(inputs, attrs: dict) -> tuple:
 
 @shape_rules.register("RMSprop", domain=TRAINING_DOMAIN)
 def _rmsprop_shape(inputs, attrs):
-    return _fused_update_shapes(
+    return fused_update_shapes(
         "RMSprop", inputs, RMSPROP_HYPERPARAMETERS, {"weight_decay", "momentum"}, rmsprop_tensor_lists(inputs, attrs)
     )
 
@@ -397,7 +397,7 @@ def _rmsprop_decomposition(node, input_names: list, output_names: list, fresh_na
         factors["weight_decay"] = weight_decay
     if momentum:
         factors["momentum"] = momentum
-    typed = _caster(emit, hyperparameter_dtype)
+    typed = hyperparameter_caster(emit, hyperparameter_dtype)
     low_precision_scalars: dict = {}
     opmath = Opmath(emit, initializers, fresh_name)
     for index in range(count):
@@ -473,7 +473,7 @@ def int64_initializers(initializers: list, fresh_name):
     return constant
 
 
-def _caster(emit, hyperparameter_dtype):
+def hyperparameter_caster(emit, hyperparameter_dtype):
     """``typed(name, dtype)``: a hyperparameter in a tensor's dtype, cast once per (name, dtype) where they differ."""
     as_dtype: dict = {}
 
