@@ -275,3 +275,28 @@ def unfused_asgd_step(
     new_eta = float(np.float32(lr / ((1 + lambd * lr * step) ** alpha)))
     new_mu = float(np.float32(1 / max(1, step - t0)))
     return np.asarray(new_param, param.dtype), np.asarray(new_ax, param.dtype), new_eta, new_mu
+
+
+def unfused_rprop_step(
+    param,
+    grad,
+    prev,
+    step_size,
+    step: float,
+    *,
+    lr: float = 1e-2,
+    etas: tuple = (0.5, 1.2),
+    step_sizes: tuple = (1e-6, 50),
+    maximize: bool = False,
+) -> tuple:
+    """One parameter's step: its new (param, prev, step_size); ``step_size`` starts as ``lr``."""
+    dtype = param.dtype.type
+    etaminus, etaplus = etas
+    grad = -grad if maximize else grad
+    agreement = grad * prev
+    flipped = agreement < 0
+    factor = np.where(agreement > 0, dtype(etaplus), np.where(flipped, dtype(etaminus), dtype(1)))
+    new_step_size = np.minimum(np.maximum(step_size * factor, dtype(step_sizes[0])), dtype(step_sizes[1]))
+    kept_grad = np.where(flipped, dtype(0), grad)
+    new_param = param - np.sign(kept_grad) * new_step_size
+    return tuple(np.asarray(array, param.dtype) for array in (new_param, kept_grad, new_step_size))

@@ -1,4 +1,4 @@
-"""The fused updates of Adamax, NAdam, RAdam, Adadelta and ASGD: each formula written once, run three ways.
+"""The fused updates of Adamax, NAdam, RAdam, Adadelta, ASGD and Rprop: each formula written once, run three ways.
 
 An optimizer step records one node per group of parameters (``optim/step_recording.py``) instead of
 eight to fifteen elementwise nodes per parameter, as Adam's, Adagrad's and RMSprop's do
@@ -12,6 +12,7 @@ their gradients and each list of states; its outputs rebind the parameters and t
           decoupled_weight_decay, maximize, rectified)
     Adadelta(lr, rho, 1-rho, epsilon, weight_decay?, X.., G.., SQ.., AD..; maximize)
     ASGD(1-lambd*eta, eta, mu?, weight_decay?, X.., G.., AX..; maximize)
+    Rprop(etaminus, etaplus, step_size_min, step_size_max, X.., G.., PREV.., STEP..; maximize)
 
 Every factor that depends on the step (bias corrections, NAdam's momentum products, RAdam's
 rectification) is computed on the host in Python floats, as PyTorch's step computes it without
@@ -22,7 +23,8 @@ the average is then the new parameter itself.
 
 Each ``formula(xp, x, g, states, factors, attrs)`` returns the new X and new states, in that order.
 It uses numpy's names only (``add``, ``subtract``, ``multiply``, ``divide``, ``sqrt``,
-``negative``, ``absolute``, ``maximum``), so ``xp`` may be numpy or CuPy (onnxnn's kernels,
+``negative``, ``absolute``, ``maximum``, ``minimum``, ``sign``, ``less``, ``greater``,
+``where``), with Python numbers as constants of the tensor's dtype, so ``xp`` may be numpy or CuPy (onnxnn's kernels,
 ``kernels/training_formulas.py``) or an emitter of the ONNX nodes of the same names (the
 decompositions onnxruntime runs, ``runtime/ops/training_formulas.py``). Both executors compute the
 same operations on the same operands in the same order: the same bits. The compiled loops
@@ -130,6 +132,19 @@ def _asgd(xp, x, g, states, f, attrs):
     return new_x, xp.add(average, xp.multiply(xp.subtract(new_x, average), f["mu"]))
 
 
+def _rprop(xp, x, g, states, f, attrs):
+    previous, step_size = states
+    gradient = xp.negative(g) if attrs.get("maximize", 0) else g
+    agreement = xp.multiply(gradient, previous)
+    flipped = xp.less(agreement, 0.0)
+    factor = xp.where(xp.greater(agreement, 0.0), f["etaplus"], xp.where(flipped, f["etaminus"], 1.0))
+    new_step_size = xp.minimum(xp.maximum(xp.multiply(step_size, factor), f["step_size_min"]), f["step_size_max"])
+    # A flipped sign means the last step overshot: skip this element's step and let the next one
+    # count as a fresh start (PyTorch zeroes the gradient where the factor is etaminus).
+    kept = xp.where(flipped, 0.0, gradient)
+    return xp.subtract(x, xp.multiply(xp.sign(kept), new_step_size)), kept, new_step_size
+
+
 _DECAY = frozenset({"decay"})
 _WEIGHT_DECAY = frozenset({"weight_decay"})
 
@@ -154,6 +169,13 @@ FUSED_UPDATES: dict[str, FusedUpdate] = {
         ),
         FusedUpdate(
             "ASGD", ("1-lambd*eta", "eta", "mu", "weight_decay"), frozenset({"mu", "weight_decay"}), ("AX",), _asgd
+        ),
+        FusedUpdate(
+            "Rprop",
+            ("etaminus", "etaplus", "step_size_min", "step_size_max"),
+            frozenset(),
+            ("PREV", "STEP"),
+            _rprop,
         ),
     )
 }

@@ -110,6 +110,7 @@ EXPORTED int onnxnn_update_loops_version(void) { return UPDATE_LOOPS_VERSION; }
  * 5, 7 or 9 arrays (``arrays``: ARRAYS_5, ARRAYS_7 or ARRAYS_9 of update_loops_template.h) with bits 0 to k - 1 as constant
  * flags (OPTION(bits, i) is bit i), passing on ``count`` (RUN_TENSOR's) and the function's factors. */
 #define OPTION(bits, n) (((bits) >> (n)) & 1)
+#define CASES_2(CALL, loop, arrays) CALL(loop, arrays, 0) CALL(loop, arrays, 1)
 #define CASES_4(CALL, loop, arrays) CALL(loop, arrays, 0) CALL(loop, arrays, 1) CALL(loop, arrays, 2) CALL(loop, arrays, 3)
 #define CASES_8(CALL, loop, arrays)                                                                   \
     CASES_4(CALL, loop, arrays) CALL(loop, arrays, 4) CALL(loop, arrays, 5) CALL(loop, arrays, 6) \
@@ -118,6 +119,8 @@ EXPORTED int onnxnn_update_loops_version(void) { return UPDATE_LOOPS_VERSION; }
     CASES_8(CALL, loop, arrays) CALL(loop, arrays, 8) CALL(loop, arrays, 9) CALL(loop, arrays, 10) \
     CALL(loop, arrays, 11) CALL(loop, arrays, 12) CALL(loop, arrays, 13) CALL(loop, arrays, 14)    \
     CALL(loop, arrays, 15)
+#define CALL_WITH_1_OPTION(loop, arrays, bits) \
+    case bits: NAMED(loop)(count, ARRAYS_##arrays, factors, OPTION(bits, 0)); break;
 #define CALL_WITH_2_OPTIONS(loop, arrays, bits) \
     case bits: NAMED(loop)(count, ARRAYS_##arrays, factors, OPTION(bits, 0), OPTION(bits, 1)); break;
 #define CALL_WITH_3_OPTIONS(loop, arrays, bits) \

@@ -274,6 +274,37 @@ EXPORTED CPU_CLONES void NAMED(asgd)(UPDATE_PARAMETERS) {
     STREAM_FENCE(options);
 }
 #undef ASGD_DISPATCH
+
+/* Rprop: x, g, prev, step_size, new_x, new_prev, new_step_size; etaminus, etaplus, step_size_min,
+ * step_size_max. numpy's maximum and minimum (NaN wins) and sign (NaN stays, zeros give +0), written
+ * as selects on whole conditions (``|``, not ``||``) so that the loop vectorizes: random signs made
+ * the branches' version ten times slower. */
+ALWAYS_INLINE void NAMED(rprop_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
+                                     const REAL *RESTRICT previous, const REAL *RESTRICT step_size,
+                                     REAL *RESTRICT new_x, REAL *RESTRICT new_previous, REAL *RESTRICT new_step_size,
+                                     const REAL *factors, const int maximize) {
+    const REAL etaminus = factors[0], etaplus = factors[1], smallest = factors[2], largest = factors[3];
+    for (size_t i = 0; i < count; i++) {
+        const REAL gradient = maximize ? -g[i] : g[i];
+        const REAL agreement = gradient * previous[i];
+        const REAL factor = agreement > 0 ? etaplus : agreement < 0 ? etaminus : (REAL)1;
+        const REAL scaled = step_size[i] * factor;
+        const REAL raised = ((scaled < smallest) | (smallest != smallest)) ? smallest : scaled;
+        const REAL size = ((raised > largest) | (largest != largest)) ? largest : raised;
+        new_step_size[i] = size;
+        const REAL kept = agreement < 0 ? (REAL)0 : gradient;
+        new_previous[i] = kept;
+        const REAL sign = kept != kept ? kept : (REAL)(kept > 0) - (REAL)(kept < 0);
+        new_x[i] = x[i] - sign * size;
+    }
+}
+
+#define RPROP_DISPATCH switch (options & 1) { CASES_2(CALL_WITH_1_OPTION, rprop_loop, 7) }
+EXPORTED CPU_CLONES void NAMED(rprop)(UPDATE_PARAMETERS) {
+    EACH_TENSOR(7) RUN_TENSOR(7, 4, RPROP_DISPATCH)
+    STREAM_FENCE(options);
+}
+#undef RPROP_DISPATCH
 #undef FORMULA_GRADIENT
 
 #undef ARRAYS_5

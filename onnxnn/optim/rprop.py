@@ -7,8 +7,17 @@ from typing import Iterable
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import full_tensor, record_update
 from ..runtime.tensor import Tensor
+from ..runtime.ops.opmath import REDUCED_FLOATS
 from .optimizer import Optimizer
-from .step_recording import _check_differentiable, _hyperparameter, _increment_step, _new_step_tensor, _zeros_like
+from .step_recording import (
+    _check_differentiable,
+    _hyperparameter,
+    _increment_step,
+    _new_step_tensor,
+    _picked,
+    _record_formula_updates,
+    _zeros_like,
+)
 
 __all__ = ["Rprop", "rprop"]
 
@@ -124,23 +133,46 @@ def rprop(
 ) -> None:
     """Functional Rprop: records the update of every tensor in ``params`` and its state (lazily, in place).
 
-    The step counts are kept on the host (Rprop's update does not read them).
+    The step counts are kept on the host (Rprop's update does not read them); float32 and float64
+    tensors are updated by fused ``Rprop`` nodes (``ir/update_formulas.py``).
     """
     with no_grad():
-        for param, grad, prev, step_size, step in zip(params, grads, prevs, step_sizes, state_steps):
+        fused: list[int] = []
+        settings: list[tuple[dict, tuple]] = []
+        for index, (param, step) in enumerate(zip(params, state_steps)):
             _increment_step(step)
-            grad = -grad if maximize else grad
-            agreement = grad * prev
-            flipped = agreement.lt(0)
-            unchanged = _hyperparameter("etaminus", etaminus, param).where(flipped, _hyperparameter("one", 1.0, param))
-            factor = _hyperparameter("etaplus", etaplus, param).where(agreement.gt(0), unchanged)
-            new_step_size = (step_size * factor).clamp(
-                _hyperparameter("step_size_min", step_size_min, param),
-                _hyperparameter("step_size_max", step_size_max, param),
-            )
-            # A flipped sign means the last step overshot: skip this element's step and let the
-            # next one count as a fresh start (PyTorch zeroes where the factor is etaminus).
-            kept_grad = grad.masked_fill(flipped, 0.0)
-            record_update(prev, kept_grad)
-            record_update(step_size, new_step_size)
-            record_update(param, param - kept_grad.sign() * new_step_size)
+            if param.dtype in REDUCED_FLOATS:
+                _elementwise_step(
+                    param,
+                    grads[index],
+                    prevs[index],
+                    step_sizes[index],
+                    (etaminus, etaplus, step_size_min, step_size_max),
+                    maximize,
+                )
+                continue
+            fused.append(index)
+            settings.append(({"maximize": int(maximize)}, (etaminus, etaplus, step_size_min, step_size_max)))
+        _record_formula_updates("Rprop", *_picked(fused, params, grads, prevs, step_sizes), settings)
+
+
+def _elementwise_step(
+    param: Tensor, grad: Tensor, prev: Tensor, step_size: Tensor, hyperparameters: tuple, maximize: bool
+) -> None:
+    """One float16/bfloat16 parameter's step as elementwise ops, each rounding to its dtype."""
+    etaminus, etaplus, step_size_min, step_size_max = hyperparameters
+    grad = -grad if maximize else grad
+    agreement = grad * prev
+    flipped = agreement.lt(0)
+    unchanged = _hyperparameter("etaminus", etaminus, param).where(flipped, _hyperparameter("one", 1.0, param))
+    factor = _hyperparameter("etaplus", etaplus, param).where(agreement.gt(0), unchanged)
+    new_step_size = (step_size * factor).clamp(
+        _hyperparameter("step_size_min", step_size_min, param),
+        _hyperparameter("step_size_max", step_size_max, param),
+    )
+    # A flipped sign means the last step overshot: skip this element's step and let the next one
+    # count as a fresh start (PyTorch zeroes where the factor is etaminus).
+    kept_grad = grad.masked_fill(flipped, 0.0)
+    record_update(prev, kept_grad)
+    record_update(step_size, new_step_size)
+    record_update(param, param - kept_grad.sign() * new_step_size)

@@ -120,7 +120,7 @@ def run_plan(graph: GraphPlan, specialize: bool = True, found: plan_cache.Entry 
 #   compiled loops the kernels' numpy formulas run on one thread, so then the split is for one thread
 #   only (``set_num_threads(1)``, or a one-core machine), where they still beat onnxruntime's passes.
 SPLIT_STEP_MIN_ELEMENTS = {
-    **dict.fromkeys(("Adam", "Adagrad", "RMSprop", "Adamax", "NAdam", "RAdam", "Adadelta"), 1 << 16),
+    **dict.fromkeys(("Adam", "Adagrad", "RMSprop", "Adamax", "NAdam", "RAdam", "Adadelta", "Rprop"), 1 << 16),
     # ASGD makes as few passes as Momentum (four to seven), so it takes Momentum's bound (below).
     **dict.fromkeys(("Momentum", "ASGD"), 1 << 20),
 }

@@ -84,6 +84,8 @@ def test_a_chain_of_compiled_updates_equals_the_numpy_formulas_bitwise(case, dty
         "nadam-l2-maximize",
         "radam-rectified-decoupled-maximize",
         "adadelta-l2-maximize",
+        "asgd-averaged-l2",
+        "rprop-maximize",
     ],
 )
 def test_a_hundred_compiled_steps_equal_a_hundred_steps_of_the_numpy_formulas_bitwise(case, monkeypatch):

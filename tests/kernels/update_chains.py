@@ -57,6 +57,10 @@ def _asgd_inputs(step, mu=0.5, weight_decay=0.01):
     return [_scalar(1 - 0.01 * 0.05), _scalar(0.05), _scalar(mu), _scalar(weight_decay)]
 
 
+def _rprop_inputs(step):
+    return [_scalar(0.5), _scalar(1.2), _scalar(1e-3), _scalar(0.8)]
+
+
 # name: (kernel, attributes, how many state lists it carries, its hyperparameter inputs at a step).
 # The tensors follow: parameters, gradients, then each state list.
 CASES = {
@@ -97,6 +101,8 @@ CASES = {
     "adadelta-no-decay": (KERNELS["Adadelta"], {}, 2, lambda step: _adadelta_inputs(step, None)),
     "asgd-averaged-l2": (KERNELS["ASGD"], {}, 1, _asgd_inputs),
     "asgd-maximize-not-averaged": (KERNELS["ASGD"], {"maximize": 1}, 1, lambda step: _asgd_inputs(step, None, None)),
+    "rprop": (KERNELS["Rprop"], {}, 2, _rprop_inputs),
+    "rprop-maximize": (KERNELS["Rprop"], {"maximize": 1}, 2, _rprop_inputs),
 }
 
 

@@ -1,5 +1,5 @@
-"""Adam, AdamW, Adagrad, RMSprop, Adamax, NAdam, RAdam and Adadelta record one fused node per group of
-parameters, and it changes no bit.
+"""Adam, AdamW, Adagrad, RMSprop, Adamax, NAdam, RAdam, Adadelta, ASGD and Rprop record one fused node
+per group of parameters, and it changes no bit.
 
 The same small model is trained twice for 100 steps: once with the onnxnn optimizer, once with
 the elementwise formulas onnxnn used before the fused nodes (tests/unfused_updates.py, in numpy,
@@ -19,7 +19,7 @@ import pytest
 import onnxnn
 from onnxnn import nn
 from onnxnn.kernels import update_driver
-from onnxnn.optim import ASGD, SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, NAdam, RAdam, RMSprop
+from onnxnn.optim import ASGD, SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, NAdam, RAdam, RMSprop, Rprop
 from onnxnn.runtime import realization as executor
 
 from tolerances import assert_within, gamma
@@ -32,6 +32,7 @@ from unfused_updates import (
     unfused_nadam_step,
     unfused_radam_step,
     unfused_rmsprop_step,
+    unfused_rprop_step,
 )
 
 STEPS = 100
@@ -79,6 +80,8 @@ CASES = [
     (Adadelta, {"lr": 0.5, "rho": 0.8, "eps": 1e-4, "weight_decay": 0.1, "maximize": True}),
     (ASGD, {"lr": 0.01}),
     (ASGD, {"lr": 0.05, "lambd": 0.01, "alpha": 0.5, "t0": 40, "weight_decay": 0.1, "maximize": True}),
+    (Rprop, {"lr": 0.01}),
+    (Rprop, {"lr": 0.02, "etas": (0.3, 1.5), "step_sizes": (1e-3, 0.05), "maximize": True}),
 ]
 
 
@@ -119,6 +122,7 @@ UNFUSED = {
     RAdam: (unfused_radam_step, 2, ()),
     Adadelta: (unfused_adadelta_step, 2, ()),
     ASGD: (unfused_asgd_step, 1, (None, 1.0)),  # and eta (the learning rate at first) and mu
+    Rprop: (unfused_rprop_step, 1, (None,)),  # and the step sizes (the learning rate at first)
 }
 
 
@@ -278,6 +282,7 @@ def test_low_precision_parameters_round_per_op_as_the_unfused_update(optimizer_c
         (RAdam, {"lr": 0.1}, ["exp_avg", "exp_avg_sq"]),
         (Adadelta, {"lr": 0.1, "maximize": True}, ["square_avg", "acc_delta"]),
         (ASGD, {"lr": 0.1, "t0": 0}, ["ax"]),
+        (Rprop, {"lr": 0.1}, ["prev", "step_size"]),
     ],
     ids=lambda case: case.__name__ if isinstance(case, type) else "",
 )
@@ -529,9 +534,9 @@ def test_low_precision_updates_match_torch_over_100_steps(optimizer_class, optio
         np.testing.assert_array_equal(result, reference_value)
 
 
-@pytest.mark.parametrize("optimizer_class", [Adamax, NAdam, RAdam, Adadelta, ASGD])
+@pytest.mark.parametrize("optimizer_class", [Adamax, NAdam, RAdam, Adadelta, ASGD, Rprop])
 def test_formula_updates_share_a_node_only_where_their_factors_agree(optimizer_class):
-    """Parameters at different step counts have different factors (Adadelta's read no step count),
+    """Parameters at different step counts have different factors (Adadelta's and Rprop's read none),
     and a float16 parameter keeps PyTorch's op-by-op rounding instead of a fused node."""
     early, late = onnxnn.ones(3, requires_grad=True), onnxnn.ones(2, requires_grad=True)
     half = onnxnn.ones(2, dtype=onnxnn.float16, requires_grad=True)
@@ -547,4 +552,4 @@ def test_formula_updates_share_a_node_only_where_their_factors_agree(optimizer_c
         shared = early._value.node is late._value.node
         for param in (early, late, half):
             param.detach().numpy()
-    assert shared == (optimizer_class is Adadelta)
+    assert shared == (optimizer_class in (Adadelta, Rprop))
