@@ -6,8 +6,8 @@ Workloads (the issue's rows):
   weight decay, loss ``abs``), one step per call.
 - ``mlp_adam_bN``: MLP 784-512-512-10, cross entropy, one Adam step, batch N in 1/16/64/256/1024.
 - ``mlp_<optimizer>_b16`` (beyond the issue's table): the same MLP's step at batch 16 with each other
-  optimizer whose update is one fused node (AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam,
-  Adadelta, ASGD, Rprop), at its default hyperparameters and ``lr=1e-3``.
+  optimizer whose update is one fused node (SGD without momentum, AdamW, RMSprop, Adagrad, Adamax,
+  NAdam, RAdam, Adadelta, ASGD, Rprop), at its default hyperparameters and ``lr=1e-3``.
 - ``transformer_layer_adam_b8`` (beyond the issue's table): a ``TransformerEncoderLayer(256, 4, 1024)``
   Adam step on 8 sequences of 64 tokens, mean squared error against fixed targets.
 - ``lstm_adam_b16`` (beyond the issue's table): an ``LSTM(128, 256)`` Adam step over 32 time steps
@@ -293,7 +293,7 @@ def bench_mlp_adam(batch: int):
 
 
 # The other optimizers with fused updates (runtime/ops/training.py, ir/update_formulas.py).
-FUSED_OPTIMIZERS = ("AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "ASGD", "Rprop")
+FUSED_OPTIMIZERS = ("SGD", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "ASGD", "Rprop")
 
 
 def bench_mlp_optimizer(optimizer_name: str):

@@ -300,3 +300,12 @@ def unfused_rprop_step(
     kept_grad = np.where(flipped, dtype(0), grad)
     new_param = param - np.sign(kept_grad) * new_step_size
     return tuple(np.asarray(array, param.dtype) for array in (new_param, kept_grad, new_step_size))
+
+
+def unfused_sgd_step(
+    param, grad, step: float, *, lr: float = 1e-3, weight_decay: float = 0, maximize: bool = False
+) -> tuple:
+    """One parameter's step of SGD without momentum: its new (param,)."""
+    dtype = param.dtype.type
+    _, grad = _decayed(param, grad, dtype, lr, weight_decay, False, maximize)
+    return (np.asarray(param - dtype(lr) * grad, param.dtype),)

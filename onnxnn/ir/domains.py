@@ -19,7 +19,7 @@ ONNXNN_DOMAIN = "ai.onnxnn"
 # ai.onnx.preview.training's, and those of update_formulas.py) in it.
 TRAINING_DOMAIN = ONNXNN_DOMAIN
 OPTIMIZER_UPDATES = frozenset(
-    {"Momentum", "Adam", "Adagrad", "RMSprop", "Adamax", "NAdam", "RAdam", "Adadelta", "ASGD", "Rprop"}
+    {"Momentum", "SGD", "Adam", "Adagrad", "RMSprop", "Adamax", "NAdam", "RAdam", "Adadelta", "ASGD", "Rprop"}
 )  # their op types there
 MOMENTUM_TENSORS_START = 5  # R, T, alpha, beta, norm_coefficient come first
 ADAM_TENSORS_START = 6  # R, T, beta1, beta2, epsilon, weight_decay come first

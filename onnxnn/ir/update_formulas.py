@@ -1,10 +1,11 @@
-"""The fused updates of Adamax, NAdam, RAdam, Adadelta, ASGD and Rprop: each formula written once, run three ways.
+"""Fused updates of SGD, Adamax, NAdam, RAdam, Adadelta, ASGD and Rprop: formulas written once, run three ways.
 
 An optimizer step records one node per group of parameters (``optim/step_recording.py``) instead of
 eight to fifteen elementwise nodes per parameter, as Adam's, Adagrad's and RMSprop's do
 (``runtime/ops/training.py``). The node's inputs are its 0-d hyperparameters, then the parameters,
 their gradients and each list of states; its outputs rebind the parameters and the states:
 
+    SGD(lr, weight_decay?, X.., G..; maximize)  (without momentum: ``Momentum`` has it)
     Adamax(step_size, 1-beta1, beta2, epsilon, weight_decay?, X.., G.., M.., U..; maximize)
     NAdam(1-beta1, beta2, 1-beta2, bias_correction2, epsilon, gradient_step, average_step, decay?,
           X.., G.., M.., V..; decoupled_weight_decay, maximize)
@@ -82,6 +83,10 @@ def _running_square(xp, gradient, average, rate, one_minus_rate):
     return xp.add(xp.multiply(average, rate), xp.multiply(xp.multiply(gradient, gradient), one_minus_rate))
 
 
+def _sgd(xp, x, g, states, f, attrs):
+    return (xp.subtract(x, xp.multiply(f["lr"], _gradient(xp, x, g, f["weight_decay"], attrs))),)
+
+
 def _adamax(xp, x, g, states, f, attrs):
     m, u = states
     gradient = _gradient(xp, x, g, f["weight_decay"], attrs)
@@ -151,6 +156,7 @@ _WEIGHT_DECAY = frozenset({"weight_decay"})
 FUSED_UPDATES: dict[str, FusedUpdate] = {
     update.op_type: update
     for update in (
+        FusedUpdate("SGD", ("lr", "weight_decay"), _WEIGHT_DECAY, (), _sgd),
         FusedUpdate(
             "Adamax", ("step_size", "1-beta1", "beta2", "epsilon", "weight_decay"), _WEIGHT_DECAY, ("M", "U"), _adamax
         ),

@@ -107,7 +107,7 @@ def _decay_options(factors: tuple, attrs: dict) -> int:
 
 
 def _weight_decay_options(states: tuple, factors: tuple, attrs: dict) -> int:
-    return (factors[-1] is not None) | bool(attrs.get("maximize", 0)) << 1  # Adamax's and Adadelta's
+    return (factors[-1] is not None) | bool(attrs.get("maximize", 0)) << 1  # SGD's, Adamax's, Adadelta's
 
 
 def _nadam_options(states: tuple, factors: tuple, attrs: dict) -> int:
@@ -132,6 +132,7 @@ _UPDATES: dict[str, tuple[str, Callable[..., int]]] = {
     "Adam": ("adam", _adam_options),
     "Adagrad": ("adagrad", _adagrad_options),
     "RMSprop": ("rmsprop", _rmsprop_options),
+    "SGD": ("sgd", _weight_decay_options),
     "Adamax": ("adamax", _weight_decay_options),
     "NAdam": ("nadam", _nadam_options),
     "RAdam": ("radam", _radam_options),

@@ -107,7 +107,7 @@ EXPORTED int onnxnn_update_loops_version(void) { return UPDATE_LOOPS_VERSION; }
 
 /* The switch of an exported function over its option bits: CASES_n(CALL, loop, arrays) is one case per
  * value of n bits, and CALL_WITH_k_OPTIONS(loop, arrays, bits) calls the function's loop on its first
- * 5, 7 or 9 arrays (``arrays``: ARRAYS_5, ARRAYS_7 or ARRAYS_9 of update_loops_template.h) with bits 0 to k - 1 as constant
+ * 3, 5, 7 or 9 arrays (``arrays``: ARRAYS_3 to ARRAYS_9 of update_loops_template.h) with bits 0 to k - 1 as constant
  * flags (OPTION(bits, i) is bit i), passing on ``count`` (RUN_TENSOR's) and the function's factors. */
 #define OPTION(bits, n) (((bits) >> (n)) & 1)
 #define CASES_2(CALL, loop, arrays) CALL(loop, arrays, 0) CALL(loop, arrays, 1)

@@ -15,7 +15,8 @@ ALWAYS_INLINE void NAMED(stream)(REAL *RESTRICT destination, const REAL *RESTRIC
 
 /* A function's arrays as its loop's pointers: the update's inputs, then its results. The loops take
  * them as restrict parameters: no array overlaps another, and the compiler vectorizes only knowing so. */
-#define ARRAYS_5 arrays[0], arrays[1], arrays[2], arrays[3], arrays[4]
+#define ARRAYS_3 arrays[0], arrays[1], arrays[2]
+#define ARRAYS_5 ARRAYS_3, arrays[3], arrays[4]
 #define ARRAYS_7 ARRAYS_5, arrays[5], arrays[6]
 #define ARRAYS_9 ARRAYS_5, arrays[5], arrays[6], arrays[7], arrays[8]
 
@@ -150,6 +151,23 @@ EXPORTED CPU_CLONES void NAMED(rmsprop)(UPDATE_PARAMETERS) {
 #define FORMULA_GRADIENT(l2_decay, maximize, decay) \
     REAL gradient = (maximize) ? -g[i] : g[i];      \
     if (l2_decay) gradient = gradient + x[i] * (decay);
+
+/* SGD without momentum: x, g, new_x; lr, weight_decay. */
+ALWAYS_INLINE void NAMED(sgd_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g, REAL *RESTRICT new_x,
+                                   const REAL *factors, const int decayed, const int maximize) {
+    const REAL learning_rate = factors[0], weight_decay = factors[1];
+    for (size_t i = 0; i < count; i++) {
+        FORMULA_GRADIENT(decayed, maximize, weight_decay)
+        new_x[i] = x[i] - learning_rate * gradient;
+    }
+}
+
+#define SGD_DISPATCH switch (options & 3) { CASES_4(CALL_WITH_2_OPTIONS, sgd_loop, 3) }
+EXPORTED CPU_CLONES void NAMED(sgd)(UPDATE_PARAMETERS) {
+    EACH_TENSOR(3) RUN_TENSOR(3, 2, SGD_DISPATCH)
+    STREAM_FENCE(options);
+}
+#undef SGD_DISPATCH
 
 /* Adamax: step_size, one_minus_beta1, beta2, epsilon, weight_decay. */
 ALWAYS_INLINE void NAMED(adamax_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
@@ -307,6 +325,7 @@ EXPORTED CPU_CLONES void NAMED(rprop)(UPDATE_PARAMETERS) {
 #undef RPROP_DISPATCH
 #undef FORMULA_GRADIENT
 
+#undef ARRAYS_3
 #undef ARRAYS_5
 #undef ARRAYS_7
 #undef ARRAYS_9

@@ -18,6 +18,8 @@ from .step_recording import (
     _hyperparameter_scalar,
     _hyperparameter_value,
     _occurrences,
+    _picked,
+    _record_formula_updates,
     _same_dtype,
     update_node,
 )
@@ -147,6 +149,9 @@ def sgd(
     ``momentum_buffer_list`` entries that are None are filled with new buffers (the first step
     copies the gradient). Nothing is computed until the values are realized.
     """
+    if momentum == 0:
+        _plain_updates(params, d_p_list, weight_decay=weight_decay, lr=lr, maximize=maximize)
+        return
     gradients: list[Value] = []
     for param, d_p in zip(params, d_p_list):
         gradient = _same_dtype(value_of(d_p), value_of(param))
@@ -163,13 +168,28 @@ def sgd(
             nesterov=nesterov,
         )
         return
-    for param, gradient in zip(params, gradients):
+
+
+def _plain_updates(params: list[Tensor], grads: list[Tensor], *, weight_decay: float, lr: float, maximize: bool):
+    """SGD without momentum: one fused ``SGD`` node (``ir/update_formulas.py``) per group of float32 and
+    float64 parameters; float16/bfloat16 ones as Mul and Sub nodes in their dtype, as PyTorch's ops round."""
+    fused: list[int] = []
+    decay = weight_decay if weight_decay != 0 else None
+    for index, param in enumerate(params):
+        if param.dtype not in REDUCED_FLOATS:
+            fused.append(index)
+            continue
         weight = value_of(param)
-        if weight_decay != 0:
-            decay = _hyperparameter_value("weight_decay", weight_decay, weight)
-            gradient = update_node("Add", update_node("Mul", weight, decay), gradient)
+        gradient = _same_dtype(value_of(grads[index]), weight)
+        gradient = update_node("Neg", gradient) if maximize else gradient
+        if decay is not None:
+            gradient = update_node(
+                "Add", update_node("Mul", weight, _hyperparameter_value("weight_decay", decay, weight)), gradient
+            )
         step = update_node("Mul", _hyperparameter_value("lr", lr, weight), gradient)
         record_update(param, update_node("Sub", weight, step))
+    settings = [({"maximize": int(maximize)}, (lr, decay))] * len(fused)
+    _record_formula_updates("SGD", *_picked(fused, params, grads), settings)
 
 
 def _momentum_updates(

@@ -101,6 +101,8 @@ CASES = {
     "adadelta-no-decay": (KERNELS["Adadelta"], {}, 2, lambda step: _adadelta_inputs(step, None)),
     "asgd-averaged-l2": (KERNELS["ASGD"], {}, 1, _asgd_inputs),
     "asgd-maximize-not-averaged": (KERNELS["ASGD"], {"maximize": 1}, 1, lambda step: _asgd_inputs(step, None, None)),
+    "sgd-l2-maximize": (KERNELS["SGD"], {"maximize": 1}, 0, lambda step: [_scalar(0.05), _scalar(0.01)]),
+    "sgd-no-decay": (KERNELS["SGD"], {}, 0, lambda step: [_scalar(0.05), None]),
     "rprop": (KERNELS["Rprop"], {}, 2, _rprop_inputs),
     "rprop-maximize": (KERNELS["Rprop"], {"maximize": 1}, 2, _rprop_inputs),
 }

@@ -1,5 +1,5 @@
-"""Adam, AdamW, Adagrad, RMSprop, Adamax, NAdam, RAdam, Adadelta, ASGD and Rprop record one fused node
-per group of parameters, and it changes no bit.
+"""Adam, AdamW, Adagrad, RMSprop, Adamax, NAdam, RAdam, Adadelta, ASGD, Rprop and SGD (without momentum)
+record one fused node per group of parameters, and it changes no bit.
 
 The same small model is trained twice for 100 steps: once with the onnxnn optimizer, once with
 the elementwise formulas onnxnn used before the fused nodes (tests/unfused_updates.py, in numpy,
@@ -33,6 +33,7 @@ from unfused_updates import (
     unfused_radam_step,
     unfused_rmsprop_step,
     unfused_rprop_step,
+    unfused_sgd_step,
 )
 
 STEPS = 100
@@ -82,6 +83,8 @@ CASES = [
     (ASGD, {"lr": 0.05, "lambd": 0.01, "alpha": 0.5, "t0": 40, "weight_decay": 0.1, "maximize": True}),
     (Rprop, {"lr": 0.01}),
     (Rprop, {"lr": 0.02, "etas": (0.3, 1.5), "step_sizes": (1e-3, 0.05), "maximize": True}),
+    (SGD, {"lr": 0.05}),
+    (SGD, {"lr": 0.05, "weight_decay": 0.1, "maximize": True}),
 ]
 
 
@@ -123,6 +126,7 @@ UNFUSED = {
     Adadelta: (unfused_adadelta_step, 2, ()),
     ASGD: (unfused_asgd_step, 1, (None, 1.0)),  # and eta (the learning rate at first) and mu
     Rprop: (unfused_rprop_step, 1, (None,)),  # and the step sizes (the learning rate at first)
+    SGD: (unfused_sgd_step, 0, ()),  # without momentum
 }
 
 
@@ -283,6 +287,7 @@ def test_low_precision_parameters_round_per_op_as_the_unfused_update(optimizer_c
         (Adadelta, {"lr": 0.1, "maximize": True}, ["square_avg", "acc_delta"]),
         (ASGD, {"lr": 0.1, "t0": 0}, ["ax"]),
         (Rprop, {"lr": 0.1}, ["prev", "step_size"]),
+        (SGD, {"lr": 0.1, "weight_decay": 0.1}, []),
     ],
     ids=lambda case: case.__name__ if isinstance(case, type) else "",
 )
@@ -300,7 +305,10 @@ def test_fused_optimizers_record_one_node_per_group(optimizer_class, options, st
         # The first step moves each parameter by lr (g / sqrt(g^2)), and adds g^2 to the sum.
         np.testing.assert_allclose(params[0].detach().numpy(), 0.9, rtol=1e-6)
         np.testing.assert_allclose(optimizer.state[params[1]]["sum"].numpy(), 0.25, rtol=0)
-    assert [optimizer.state[param]["step"].item() for param in params] == [1.0, 1.0]
+    if optimizer_class is SGD:  # no state: 1 - lr * (0.5 + 0.1 * 1)
+        np.testing.assert_allclose(params[0].detach().numpy(), 0.94, rtol=1e-6)
+    else:
+        assert [optimizer.state[param]["step"].item() for param in params] == [1.0, 1.0]
 
 
 def _rounding(dtype):
