@@ -95,11 +95,16 @@ def _adamax(xp, x, g, states, f, attrs):
     return xp.subtract(x, xp.multiply(xp.divide(new_m, new_u), f["step_size"])), new_m, new_u
 
 
-def _nadam(xp, x, g, states, f, attrs):
+def _adam_moments(xp, x, g, states, f, attrs) -> tuple:
+    """``(X', G', M_new, V_new)``: the decayed parameter and gradient and Adam's two moments."""
     m, v = states
     x_decayed, gradient = _decayed(xp, x, g, f["decay"], attrs)
     new_m = _first_moment(xp, gradient, m, f["1-beta1"])
-    new_v = _running_square(xp, gradient, v, f["beta2"], f["1-beta2"])
+    return x_decayed, gradient, new_m, _running_square(xp, gradient, v, f["beta2"], f["1-beta2"])
+
+
+def _nadam(xp, x, g, states, f, attrs):
+    x_decayed, gradient, new_m, new_v = _adam_moments(xp, x, g, states, f, attrs)
     denominator = xp.add(xp.sqrt(xp.divide(new_v, f["bias_correction2"])), f["epsilon"])
     # X' - G' / denominator * gradient_step - M_new / denominator * average_step, left to right
     moved = xp.subtract(x_decayed, xp.multiply(xp.divide(gradient, denominator), f["gradient_step"]))
@@ -107,10 +112,7 @@ def _nadam(xp, x, g, states, f, attrs):
 
 
 def _radam(xp, x, g, states, f, attrs):
-    m, v = states
-    x_decayed, gradient = _decayed(xp, x, g, f["decay"], attrs)
-    new_m = _first_moment(xp, gradient, m, f["1-beta1"])
-    new_v = _running_square(xp, gradient, v, f["beta2"], f["1-beta2"])
+    x_decayed, _, new_m, new_v = _adam_moments(xp, x, g, states, f, attrs)
     if attrs.get("rectified", 0):  # rho_t > 5, decided on the host from the step count
         update = xp.multiply(xp.divide(new_m, xp.add(xp.sqrt(new_v), f["epsilon"])), f["step_size"])
     else:
