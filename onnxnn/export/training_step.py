@@ -74,34 +74,59 @@ def _state_tensors(optimizer) -> list[tuple[Tensor, str, Tensor]]:
 
 
 def _initialize_state(model, optimizer, parameters: list[Tensor]) -> None:
-    """Creates the optimizer's state entries as they are before any step (zeros), if missing.
+    """Creates the optimizer's state entries as they are before any step, if missing.
 
-    A dry step with zero gradients makes the optimizer create its state; its effect on the
-    parameters is undone and every state tensor it created is reset to zeros, which is what
-    PyTorch's optimizers start from (SGD's momentum buffer included: with dampening 0 a zero
-    buffer gives the same first step as PyTorch's copy of the gradient).
+    Each optimizer's ``_init_group`` creates its entries with their first values (zeros, and also
+    Rprop's step sizes at ``lr``, ASGD's ``eta`` and ``mu``, NAdam's ``mu_product``, Adagrad's
+    ``initial_accumulator_value``) for the parameters that have a gradient, so every parameter is
+    given a zero one meanwhile. A dry step then creates the entries a step makes (SGD's momentum
+    buffer); its effect on the parameters and the existing entries is undone, and those entries
+    start at zeros (with dampening 0, a zero buffer gives the same first step as PyTorch's copy of
+    the gradient).
     """
-    existing = {(id(param), key) for param, key, _ in _state_tensors(optimizer)}
-    snapshot = _Snapshot(parameters)
+    existing_tensors = _state_tensors(optimizer)  # (Adagrad makes its state when it is built)
+    existing = {(id(param), key) for param, key, _ in existing_tensors}
+    snapshot = _Snapshot(parameters + [value for _, _, value in existing_tensors])
     with no_grad():
         for param in parameters:
             param.grad = full_tensor(param.shape, 0, param.dtype, param.device)
+        first_values = {}
+        if hasattr(optimizer, "_init_group"):
+            for group in optimizer.param_groups:
+                optimizer._init_group(group)
+            first_values = {(id(param), key): value_of(value) for param, key, value in _state_tensors(optimizer)}
         optimizer.step()
     snapshot.restore()
     for param, key, value in _state_tensors(optimizer):
         if (id(param), key) not in existing:
-            rebind(value, value_of(full_tensor(value.shape, 0, value.dtype, value.device)))
+            first = first_values.get((id(param), key))
+            rebind(
+                value, first if first is not None else value_of(full_tensor(value.shape, 0, value.dtype, value.device))
+            )
     realize_values([value for _, _, value in _state_tensors(optimizer)])
 
 
 def _use_capturable_steps(optimizer) -> list:
-    """Optimizers that count steps on the host do it in the graph while recording (``capturable``)."""
+    """Every group counts its steps in the graph while recording (``capturable``, given for the
+    recording to optimizers without the option too): returns ``(group, its former setting)``,
+    the setting absent as ``_ABSENT``."""
     changed = []
     for group in optimizer.param_groups:
-        if "capturable" in group and not group["capturable"]:
+        if not group.get("capturable", False):
+            changed.append((group, group.get("capturable", _ABSENT)))
             group["capturable"] = True
-            changed.append(group)
     return changed
+
+
+def _restore_capturable(changed: list) -> None:
+    for group, former in changed:
+        if former is _ABSENT:
+            del group["capturable"]
+        else:
+            group["capturable"] = former
+
+
+_ABSENT = object()
 
 
 def training_step_to_onnx(
@@ -188,8 +213,7 @@ def training_step_to_onnx(
             snapshot.restore()
             model.train(previous_mode)
     finally:
-        for group in capturable_groups:
-            group["capturable"] = False
+        _restore_capturable(capturable_groups)
 
     outputs = [value_of(loss)] + [end_values[name] for name, _ in carried]
     output_names = ["loss"] + [f"{name}.next" for name, _ in carried]

@@ -10,6 +10,7 @@ from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     OpmathStep,
+    _captured_count,
     _check_differentiable,
     _increment_step,
     _new_step_tensor,
@@ -118,8 +119,9 @@ class Adadelta(Optimizer):
             eps=group["eps"],
             weight_decay=group["weight_decay"],
             maximize=group["maximize"],
+            capturable=group.get("capturable", False),
         )
-        return params + square_avgs + acc_deltas
+        return params + square_avgs + acc_deltas + (steps if group.get("capturable", False) else [])
 
 
 def adadelta(
@@ -134,6 +136,7 @@ def adadelta(
     eps: float,
     weight_decay: float,
     maximize: bool,
+    capturable: bool = False,
 ) -> None:
     """Functional Adadelta: records the update of every tensor in ``params`` and its state (lazily, in place).
 
@@ -144,7 +147,10 @@ def adadelta(
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []
         for index, (param, step) in enumerate(zip(params, state_steps)):
-            _increment_step(step)
+            if capturable and param.dtype not in REDUCED_FLOATS:
+                _captured_count(step)  # counted in the graph, read by nothing
+            else:
+                _increment_step(step)
             if param.dtype in REDUCED_FLOATS:
                 grad = -grads[index] if maximize else grads[index]
                 _opmath_step(param, grad, square_avgs[index], acc_deltas[index], lr, rho, eps, weight_decay)

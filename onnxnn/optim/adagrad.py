@@ -129,8 +129,9 @@ class Adagrad(Optimizer):
             lr_decay=group["lr_decay"],
             eps=group["eps"],
             maximize=group["maximize"],
+            capturable=group.get("capturable", False),
         )
-        return params + state_sums
+        return params + state_sums + (steps if group.get("capturable", False) else [])
 
 
 def adagrad(
@@ -144,11 +145,14 @@ def adagrad(
     lr_decay: float,
     eps: float,
     maximize: bool,
+    capturable: bool = False,
 ) -> None:
     """Functional Adagrad: records the update of every tensor in ``params`` and its state (lazily, in place).
 
     Each group of parameters with one dtype, device and step count is updated by one fused
     ``Adagrad`` node (runtime/ops/training.py) whose hyperparameters, step count included, are fed data.
+    ``capturable`` (PyTorch's Adagrad has no such option; an exported training step sets it) counts
+    the steps in the graph.
     """
 
     def hyperparameters(step: float, scalar) -> tuple:
@@ -161,6 +165,7 @@ def adagrad(
         )
 
     with no_grad():
+        attributes = {"maximize": int(bool(maximize))}
         _record_fused_updates(
-            "Adagrad", {"maximize": int(bool(maximize))}, params, grads, [state_sums], state_steps, hyperparameters
+            "Adagrad", attributes, params, grads, [state_sums], state_steps, hyperparameters, capturable=capturable
         )

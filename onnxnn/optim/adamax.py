@@ -10,7 +10,9 @@ from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     OpmathStep,
+    _captured_count,
     _check_differentiable,
+    _graph_number,
     _increment_step,
     _new_step_tensor,
     _picked,
@@ -121,8 +123,9 @@ class Adamax(Optimizer):
             lr=group["lr"],
             weight_decay=group["weight_decay"],
             maximize=group["maximize"],
+            capturable=group.get("capturable", False),
         )
-        return params + exp_avgs + exp_infs
+        return params + exp_avgs + exp_infs + (steps if group.get("capturable", False) else [])
 
 
 def adamax(
@@ -138,24 +141,32 @@ def adamax(
     lr: float,
     weight_decay: float,
     maximize: bool,
+    capturable: bool = False,
 ) -> None:
     """Functional Adamax: records the update of every tensor in ``params`` and its state (lazily, in place).
 
     The step counts are kept on the host; float32 and float64 tensors are updated by fused
-    ``Adamax`` nodes (``ir/update_formulas.py``), fed the bias-corrected learning rate as data.
+    ``Adamax`` nodes (``ir/update_formulas.py``), fed the bias-corrected learning rate as data. With
+    ``capturable``, their step counts and learning rates are computed in the graph instead (an
+    exported training step then counts its own steps).
     """
     with no_grad():
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []
         for index, (param, step) in enumerate(zip(params, state_steps)):
-            count = _increment_step(step)
             if param.dtype in REDUCED_FLOATS:
+                count = _increment_step(step)
                 grad = -grads[index] if maximize else grads[index]
                 _opmath_step(param, grad, exp_avgs[index], exp_infs[index], count, eps, beta1, beta2, lr, weight_decay)
                 continue
             fused.append(index)
+            if capturable:
+                counted = _captured_count(step)
+                step_size = _graph_number(lr, counted) / (1 - beta1**counted)
+            else:
+                step_size = lr / (1 - beta1 ** _increment_step(step))
             decay = weight_decay if weight_decay != 0 else None
-            settings.append(({"maximize": int(maximize)}, (lr / (1 - beta1**count), 1 - beta1, beta2, eps, decay)))
+            settings.append(({"maximize": int(maximize)}, (step_size, 1 - beta1, beta2, eps, decay)))
         _record_formula_updates("Adamax", *_picked(fused, params, grads, exp_avgs, exp_infs), settings)
 
 

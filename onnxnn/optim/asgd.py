@@ -11,7 +11,10 @@ from ..runtime.tensor import Tensor
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .optimizer import Optimizer
 from .step_recording import (
+    _captured_count,
     _check_differentiable,
+    _formula_outputs,
+    _graph_number,
     _hyperparameter,
     _increment_step,
     _new_step_tensor,
@@ -129,8 +132,9 @@ class ASGD(Optimizer):
             alpha=group["alpha"],
             weight_decay=group["weight_decay"],
             maximize=group["maximize"],
+            capturable=group.get("capturable", False),
         )
-        return params + axs
+        return params + axs + (steps + etas + mus if group.get("capturable", False) else [])
 
 
 def asgd(
@@ -147,17 +151,23 @@ def asgd(
     alpha: float,
     weight_decay: float,
     maximize: bool,
+    capturable: bool = False,
 ) -> None:
     """Functional ASGD: records the update of every tensor in ``params`` and its average (lazily, in place).
 
     The step counts, ``eta`` and ``mu`` are scalars kept on the host (as PyTorch does without
     ``capturable``); float32 and float64 tensors are updated by fused ``ASGD`` nodes
-    (``ir/update_formulas.py``), fed the step's coefficients as data.
+    (``ir/update_formulas.py``), fed the step's coefficients as data. With ``capturable``, the
+    counts, ``eta`` and ``mu`` are computed in the graph, which averages where ``mu != 1``.
     """
     with no_grad():
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []
         for index, (param, mu, eta, step) in enumerate(zip(params, mus, etas, state_steps)):
+            if capturable and param.dtype not in REDUCED_FLOATS:
+                hyperparameters = (lambd, lr, t0, alpha, weight_decay, maximize)
+                _captured_update(param, grads[index], axs[index], (mu, eta, step), hyperparameters)
+                continue
             count = _increment_step(step)
             eta_value, mu_value = float(eta.item()), float(mu.item())
             if param.dtype in REDUCED_FLOATS:
@@ -170,6 +180,26 @@ def asgd(
             _set_host_scalar(eta, lr / ((1 + lambd * lr * count) ** alpha))
             _set_host_scalar(mu, 1 / max(1, count - t0))
         _record_formula_updates("ASGD", *_picked(fused, params, grads, axs), settings)
+
+
+def _captured_update(param: Tensor, grad: Tensor, ax: Tensor, counters: tuple, hyperparameters: tuple) -> None:
+    """One float32/float64 parameter's ``capturable`` step: ``eta``, ``mu`` and the count read and
+    updated in the graph as the host computes them, the average picked by ``mu != 1`` between the
+    node that averages and the one that takes the new parameter."""
+    mu, eta, step = counters
+    lambd, lr, t0, alpha, weight_decay, maximize = hyperparameters
+    counted = _captured_count(step)
+    eta_value, mu_value = eta.to(counted.dtype), mu.to(counted.dtype)
+    decay = weight_decay if weight_decay != 0 else None
+    attributes = {"maximize": int(maximize)}
+    results = {}
+    for averaging in (mu_value, None):
+        factors = (1 - lambd * eta_value, eta_value, averaging, decay)
+        results[averaging is not None] = _formula_outputs("ASGD", attributes, factors, param, grad, [ax])
+    record_update(param, results[True][0])
+    record_update(ax, results[True][1].where(mu != 1, results[False][1]))
+    record_update(eta, (_graph_number(lr, counted) / ((1 + lambd * lr * counted) ** alpha)).to(eta.dtype))
+    record_update(mu, (_graph_number(1.0, counted) / (counted - t0).clamp(min=1)).to(mu.dtype))
 
 
 def _elementwise_step(

@@ -6,13 +6,15 @@ from typing import Iterable
 
 from ..ir import dtypes
 from ..runtime.grad_mode import no_grad
-from ..runtime.internal import full_tensor, rebind, value_of
+from ..runtime.internal import full_tensor, rebind, record_update, value_of
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     OpmathStep,
+    _captured_count,
     _check_differentiable,
+    _graph_number,
     _increment_step,
     _new_step_tensor,
     _picked,
@@ -145,8 +147,10 @@ class NAdam(Optimizer):
             eps=group["eps"],
             decoupled_weight_decay=group["decoupled_weight_decay"],
             maximize=group["maximize"],
+            capturable=group.get("capturable", False),
         )
-        return params + exp_avgs + exp_avg_sqs
+        counters = steps + mu_products if group.get("capturable", False) else []
+        return params + exp_avgs + exp_avg_sqs + counters
 
 
 def nadam(
@@ -165,26 +169,28 @@ def nadam(
     momentum_decay: float,
     eps: float,
     maximize: bool,
+    capturable: bool = False,
 ) -> None:
     """Functional NAdam: records the update of every tensor in ``params`` and its state (lazily, in place).
 
     The step counts and the momentum products are scalars kept on the host (as PyTorch does without
     ``capturable``); float32 and float64 tensors are updated by fused ``NAdam`` nodes
-    (``ir/update_formulas.py``), fed the step's coefficients as data.
+    (``ir/update_formulas.py``), fed the step's coefficients as data. With ``capturable``, their
+    counts, products and coefficients are computed in the graph instead.
     """
+    count: float | Tensor  # a Python number, or a float64 0-d tensor of the graph (capturable)
+    mu_product: float | Tensor
+    learning_rate: float | Tensor
     with no_grad():
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []
         for index, param in enumerate(params):
-            count = _increment_step(state_steps[index])
-            bias_correction2 = 1 - beta2**count
-            mu = beta1 * (1.0 - 0.5 * 0.96 ** (count * momentum_decay))
-            mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((count + 1) * momentum_decay))
-            mu_product = _multiply_host_scalar(mu_products[index], mu)
-            mu_product_next = mu_product * mu_next
             if param.dtype in REDUCED_FLOATS:
+                count = _increment_step(state_steps[index])
+                mu, mu_next = _momentum_coefficients(count, beta1, momentum_decay)
+                mu_product = _multiply_host_scalar(mu_products[index], mu)
                 grad = -grads[index] if maximize else grads[index]
-                coefficients = (mu, mu_next, mu_product, mu_product_next, bias_correction2)
+                coefficients = (mu, mu_next, mu_product, mu_product * mu_next, 1 - beta2**count)
                 _opmath_step(
                     param,
                     grad,
@@ -200,20 +206,39 @@ def nadam(
                 )
                 continue
             fused.append(index)
+            if capturable:
+                counted = _captured_count(state_steps[index])
+                mu, mu_next = _momentum_coefficients(counted, beta1, momentum_decay)
+                product = mu_products[index] * mu.to(mu_products[index].dtype)  # rounded as the host's
+                record_update(mu_products[index], product)
+                mu_product = product.to(counted.dtype)
+                count = counted
+                learning_rate = _graph_number(lr, counted)
+            else:
+                count = _increment_step(state_steps[index])
+                mu, mu_next = _momentum_coefficients(count, beta1, momentum_decay)
+                mu_product = _multiply_host_scalar(mu_products[index], mu)
+                learning_rate = lr
             decay = None if weight_decay == 0 else 1 - lr * weight_decay if decoupled_weight_decay else weight_decay
             hyperparameters = (
                 1 - beta1,
                 beta2,
                 1 - beta2,
-                bias_correction2,
+                1 - beta2**count,
                 eps,
-                lr * (1 - mu) / (1 - mu_product),
-                lr * mu_next / (1 - mu_product_next),
+                learning_rate * (1 - mu) / (1 - mu_product),
+                learning_rate * mu_next / (1 - mu_product * mu_next),
                 decay,
             )
             attributes = {"decoupled_weight_decay": int(decoupled_weight_decay), "maximize": int(maximize)}
             settings.append((attributes, hyperparameters))
         _record_formula_updates("NAdam", *_picked(fused, params, grads, exp_avgs, exp_avg_sqs), settings)
+
+
+def _momentum_coefficients(count, beta1: float, momentum_decay: float) -> tuple:
+    """``(mu_t, mu_{t+1})`` of step ``count`` (a Python number, or a float64 tensor in the graph)."""
+    mu = beta1 * (1.0 - 0.5 * 0.96 ** (count * momentum_decay))
+    return mu, beta1 * (1.0 - 0.5 * 0.96 ** ((count + 1) * momentum_decay))
 
 
 def _opmath_step(

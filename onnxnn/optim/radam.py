@@ -6,12 +6,16 @@ import math
 from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
+from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     OpmathStep,
+    _captured_count,
     _check_differentiable,
+    _formula_outputs,
+    _graph_number,
     _increment_step,
     _new_step_tensor,
     _picked,
@@ -132,8 +136,9 @@ class RAdam(Optimizer):
             eps=group["eps"],
             decoupled_weight_decay=group["decoupled_weight_decay"],
             maximize=group["maximize"],
+            capturable=group.get("capturable", False),
         )
-        return params + exp_avgs + exp_avg_sqs
+        return params + exp_avgs + exp_avg_sqs + (steps if group.get("capturable", False) else [])
 
 
 def radam(
@@ -150,18 +155,26 @@ def radam(
     weight_decay: float,
     eps: float,
     maximize: bool,
+    capturable: bool = False,
 ) -> None:
     """Functional RAdam: records the update of every tensor in ``params`` and its state (lazily, in place).
 
     The step counts are kept on the host, so whether the step is rectified (:math:`\\rho_t > 5`) is
     decided there, as PyTorch does without ``capturable``; float32 and float64 tensors are updated
-    by fused ``RAdam`` nodes (``ir/update_formulas.py``), fed the coefficients as data.
+    by fused ``RAdam`` nodes (``ir/update_formulas.py``), fed the coefficients as data. With
+    ``capturable``, the counts and coefficients are computed in the graph, which picks the
+    rectified or the plain step per tensor by ``rho_t > 5``.
     """
     rho_inf = 2 / (1 - beta2) - 1
     with no_grad():
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []
         for index, param in enumerate(params):
+            if capturable and param.dtype not in REDUCED_FLOATS:
+                moments = (exp_avgs[index], exp_avg_sqs[index])
+                hyperparameters = (beta1, beta2, lr, eps, weight_decay, decoupled_weight_decay, maximize)
+                _captured_update(param, grads[index], moments, state_steps[index], hyperparameters)
+                continue
             count = _increment_step(state_steps[index])
             if param.dtype in REDUCED_FLOATS:
                 grad = -grads[index] if maximize else grads[index]
@@ -197,6 +210,35 @@ def radam(
             }
             settings.append((attributes, (1 - beta1, beta2, 1 - beta2, eps, step_size, decay)))
         _record_formula_updates("RAdam", *_picked(fused, params, grads, exp_avgs, exp_avg_sqs), settings)
+
+
+def _captured_update(param: Tensor, grad: Tensor, moments: tuple, step: Tensor, hyperparameters: tuple) -> None:
+    """One float32/float64 parameter's ``capturable`` step: its count and coefficients computed in the
+    graph as the host computes them, both forms recorded and the new parameter picked by ``rho_t > 5``."""
+    beta1, beta2, lr, eps, weight_decay, decoupled_weight_decay, maximize = hyperparameters
+    counted = _captured_count(step)
+    bias_correction1 = 1 - beta1**counted
+    bias_correction2 = 1 - beta2**counted
+    rho_inf = 2 / (1 - beta2) - 1
+    rho_t = rho_inf - 2 * counted * beta2**counted / bias_correction2
+    rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)).sqrt()
+    step_sizes = {
+        1: lr * bias_correction2.sqrt() * rect / bias_correction1,
+        0: _graph_number(lr, counted) / bias_correction1,
+    }
+    decay = None if weight_decay == 0 else 1 - lr * weight_decay if decoupled_weight_decay else weight_decay
+    results = {}
+    for rectified, step_size in step_sizes.items():
+        attributes = {
+            "decoupled_weight_decay": int(decoupled_weight_decay),
+            "maximize": int(maximize),
+            "rectified": rectified,
+        }
+        factors = (1 - beta1, beta2, 1 - beta2, eps, step_size, decay)
+        results[rectified] = _formula_outputs("RAdam", attributes, factors, param, grad, list(moments))
+    record_update(param, results[1][0].where(rho_t > 5.0, results[0][0]))  # NaN rectified steps unpicked
+    for moment, new_moment in zip(moments, results[1][1:]):
+        record_update(moment, new_moment)
 
 
 def _opmath_step(

@@ -128,8 +128,10 @@ class RMSprop(Optimizer):
             momentum=group["momentum"],
             centered=group["centered"],
             maximize=group["maximize"],
+            capturable=group.get("capturable", False),
         )
-        return params + square_avgs + grad_avgs + momentum_buffers
+        counted = steps if group.get("capturable", False) else []
+        return params + square_avgs + grad_avgs + momentum_buffers + counted
 
 
 def rmsprop(
@@ -147,6 +149,7 @@ def rmsprop(
     momentum: float,
     centered: bool,
     maximize: bool,
+    capturable: bool = False,
 ) -> None:
     """Functional RMSprop: records the update of every tensor in ``params`` and its state (lazily, in place).
 
@@ -167,5 +170,5 @@ def rmsprop(
     attributes = {"centered": int(bool(centered)), "maximize": int(bool(maximize))}
     with no_grad():
         _record_fused_updates(
-            "RMSprop", attributes, params, grads, states, state_steps, hyperparameters, reads_step=False
+            "RMSprop", attributes, params, grads, states, state_steps, hyperparameters, False, capturable
         )

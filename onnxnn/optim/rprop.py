@@ -10,6 +10,7 @@ from ..runtime.tensor import Tensor
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .optimizer import Optimizer
 from .step_recording import (
+    _captured_count,
     _check_differentiable,
     _hyperparameter,
     _increment_step,
@@ -114,8 +115,9 @@ class Rprop(Optimizer):
             etaminus=etaminus,
             etaplus=etaplus,
             maximize=group["maximize"],
+            capturable=group.get("capturable", False),
         )
-        return params + prevs + step_sizes
+        return params + prevs + step_sizes + (steps if group.get("capturable", False) else [])
 
 
 def rprop(
@@ -130,6 +132,7 @@ def rprop(
     etaminus: float,
     etaplus: float,
     maximize: bool,
+    capturable: bool = False,
 ) -> None:
     """Functional Rprop: records the update of every tensor in ``params`` and its state (lazily, in place).
 
@@ -140,7 +143,10 @@ def rprop(
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []
         for index, (param, step) in enumerate(zip(params, state_steps)):
-            _increment_step(step)
+            if capturable and param.dtype not in REDUCED_FLOATS:
+                _captured_count(step)  # counted in the graph, read by nothing
+            else:
+                _increment_step(step)
             if param.dtype in REDUCED_FLOATS:
                 _elementwise_step(
                     param,

@@ -201,6 +201,7 @@ def _record_fused_updates(
     state_steps: list[Tensor],
     hyperparameters: Callable,
     reads_step: bool = True,
+    capturable: bool = False,
 ) -> None:
     """Records one fused update node (runtime/ops/training.py) per dtype, device and step count of ``params``.
 
@@ -210,18 +211,30 @@ def _record_fused_updates(
     and each list of ``state_lists``; its outputs rebind the parameters and the states, in that order.
     An update that ``reads_step`` not (RMSprop only counts) groups parameters of any step count.
     A parameter listed twice (deprecated, but PyTorch steps it once per occurrence) is updated
-    again by a later node, which reads the first one's results.
+    again by a later node, which reads the first one's results. With ``capturable`` the steps are
+    counted in the graph (``_captured_count``), and an update that reads its count gets a node
+    per parameter, fed that count.
     """
     groups: dict = {}
+    counts: dict = {}  # group key -> its step count
     occurrences = _occurrences(params)
     for index, param in enumerate(params):
-        step = _increment_step(state_steps[index])
+        step = _captured_count(state_steps[index]) if capturable else _increment_step(state_steps[index])
         weight = value_of(param)
-        key = (weight.dtype, weight.device, step if reads_step else None, occurrences[index])
+        key = (
+            weight.dtype,
+            weight.device,
+            (id(step) if capturable else step) if reads_step else None,
+            occurrences[index],
+        )
         groups.setdefault(key, []).append(index)
-    for (_, device, step, _), indices in groups.items():
+        counts[key] = step
+    for key, indices in groups.items():
+        device, step = key[1], counts[key]
 
         def scalar(name: str, value, device=device) -> Value:
+            if isinstance(value, Tensor):
+                return value_of(value)  # computed in the graph
             return _hyperparameter_scalar(name, value, dtypes.float64, device)
 
         _record_group(op_type, attributes, hyperparameters(step, scalar), params, grads, state_lists, indices)
@@ -237,8 +250,9 @@ def _record_formula_updates(
     """Records one ``op_type`` node (``ir/update_formulas.py``) per group of ``params`` updated alike.
 
     ``settings[i]`` is parameter ``i``'s ``(attributes, hyperparameters)``: the node's attributes and
-    its hyperparameters' values (Python numbers computed on the host for that parameter's step, in
-    the order ``FUSED_UPDATES[op_type]`` lists them; None where omitted). Parameters of one dtype and
+    its hyperparameters' values (Python numbers computed on the host for that parameter's step, or
+    float64 0-d tensors computed in the graph for a ``capturable`` one, in the order
+    ``FUSED_UPDATES[op_type]`` lists them; None where omitted). Parameters of one dtype and
     device with the same settings share a node, whose hyperparameters are fed float64 0-d values;
     its inputs are those, then the parameters, their gradients and each list of ``state_lists``,
     and its outputs rebind the parameters and the states, in that order.
@@ -248,15 +262,32 @@ def _record_formula_updates(
     occurrences = _occurrences(params)
     for index, param in enumerate(params):
         attributes, hyperparameters = settings[index]
+        hyperparameters = tuple(value_of(h) if isinstance(h, Tensor) else h for h in hyperparameters)
         weight = value_of(param)
         key = (weight.dtype, weight.device, occurrences[index], tuple(attributes.items()), hyperparameters)
         groups.setdefault(key, []).append(index)
     for (_, device, _, _, hyperparameters), indices in groups.items():
         fed = [
-            None if value is None else _hyperparameter_scalar(name, value, dtypes.float64, device)
+            value if value is None or isinstance(value, Value) else _fed_number(name, value, device)
             for name, value in zip(names, hyperparameters)
         ]
         _record_group(op_type, settings[indices[0]][0], fed, params, grads, state_lists, indices)
+
+
+def _formula_outputs(
+    op_type: str, attributes: dict, hyperparameters: tuple, param: Tensor, grad: Tensor, states: list[Tensor]
+) -> list[Tensor]:
+    """One parameter's ``op_type`` node (``ir/update_formulas.py``), its new parameter and states
+    returned, not bound: for a ``capturable`` step that picks between two forms in the graph.
+    ``hyperparameters`` are Python numbers, float64 0-d tensors or None, as ``_record_formula_updates``'."""
+    device = value_of(param).device
+    fed = [
+        value if value is None else value_of(value) if isinstance(value, Tensor) else _fed_number(name, value, device)
+        for name, value in zip(FUSED_UPDATES[op_type].hyperparameters, hyperparameters)
+    ]
+    weight = value_of(param)
+    inputs = (*fed, weight, _same_dtype(value_of(grad), weight), *map(value_of, states))
+    return [tensor_of(output) for output in record_op(op_type, inputs, attributes, TRAINING_DOMAIN)]
 
 
 def _picked(
@@ -293,6 +324,24 @@ def _record_group(
     for kind, tensors in enumerate([params, *state_lists]):
         for position, index in enumerate(indices):
             record_update(tensors[index], outputs[kind * len(indices) + position])
+
+
+def _fed_number(name: str, value: float, device) -> Value:
+    return _hyperparameter_scalar(name, value, dtypes.float64, device)
+
+
+def _captured_count(step: Tensor) -> Tensor:
+    """``step += 1`` recorded in the graph (``capturable``): the new count as a float64 0-d tensor, from
+    which a step's factors are computed in the graph as the host computes them in Python floats."""
+    count = step + 1.0
+    record_update(step, count)
+    return count.to(dtypes.float64)
+
+
+def _graph_number(value: float, like: Tensor) -> Tensor:
+    """A Python number as a float64 0-d tensor beside ``like``: the dividend of a quotient computed in
+    the graph (a number divided by a tensor would multiply by the tensor's reciprocal)."""
+    return tensor_of(_fed_number("number", value, like.device))
 
 
 def _occurrences(params: list[Tensor]) -> list[int]:

@@ -20,7 +20,19 @@ OPTIMIZERS = [
     ("adamw", lambda p: onnxnn.optim.AdamW(p, lr=0.01, weight_decay=0.1)),
     ("rmsprop", lambda p: onnxnn.optim.RMSprop(p, lr=0.01, momentum=0.5)),
     ("adagrad", lambda p: onnxnn.optim.Adagrad(p, lr=0.1)),
+    ("adagrad_initial_sum", lambda p: onnxnn.optim.Adagrad(p, lr=0.1, initial_accumulator_value=0.5)),
+    ("adagrad_lr_decay", lambda p: onnxnn.optim.Adagrad(p, lr=0.1, lr_decay=0.5)),
+    # Factors of the step count (bias corrections, momentum products, eta and mu) computed in the
+    # graph; RAdam's rectification starts at step 6, ASGD's averaging after t0.
+    ("adamax", lambda p: onnxnn.optim.Adamax(p, lr=0.05)),
+    ("nadam", lambda p: onnxnn.optim.NAdam(p, lr=0.05)),
+    ("nadam_decoupled", lambda p: onnxnn.optim.NAdam(p, lr=0.05, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("radam", lambda p: onnxnn.optim.RAdam(p, lr=0.05)),
+    ("adadelta", lambda p: onnxnn.optim.Adadelta(p, lr=1.0)),
+    ("asgd", lambda p: onnxnn.optim.ASGD(p, lr=0.05, lambd=0.01, t0=3)),
+    ("rprop", lambda p: onnxnn.optim.Rprop(p, lr=0.01)),  # its step sizes start at lr
 ]
+STEPS = 8
 
 
 def _run_in_onnxruntime(proto, signature, batch: dict, steps: int):
@@ -35,25 +47,38 @@ def _run_in_onnxruntime(proto, signature, batch: dict, steps: int):
     return losses, feeds
 
 
+def _optimizer_state(optimizer) -> dict:
+    return {
+        (index, key): value.numpy().copy()
+        for index, state in enumerate(optimizer.state.values())
+        for key, value in state.items()
+        if isinstance(value, onnxnn.Tensor)
+    }
+
+
 @pytest.mark.parametrize("name, make_optimizer", OPTIMIZERS, ids=[o[0] for o in OPTIMIZERS])
 def test_n_exported_steps_equal_n_onnxnn_steps(name, make_optimizer):
     net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
     optimizer = make_optimizer(net.parameters())
     x, y = onnxnn.randn(16, 4), onnxnn.randn(16, 2)
     before = {key: value.numpy().copy() for key, value in net.state_dict().items()}
+    state_before = _optimizer_state(optimizer)
     proto, signature = training_step_to_onnx(net, F.mse_loss, optimizer, (x, y))
     for key, value in net.state_dict().items():
         np.testing.assert_array_equal(value.numpy(), before[key], err_msg="exporting must not train the model")
+    for key, value in state_before.items():  # nor step the optimizer (Adagrad's state exists already)
+        np.testing.assert_array_equal(_optimizer_state(optimizer)[key], value, err_msg=str(key))
+    assert all("capturable" not in group or not group["capturable"] for group in optimizer.param_groups)
 
-    losses, state = _run_in_onnxruntime(proto, signature, {"input": x.numpy(), "target": y.numpy()}, steps=4)
+    losses, state = _run_in_onnxruntime(proto, signature, {"input": x.numpy(), "target": y.numpy()}, STEPS)
     expected_losses = []
-    for _ in range(4):
+    for _ in range(STEPS):
         loss = F.mse_loss(net(x), y)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         expected_losses.append(loss.item())
-    # Four float32 steps of the same graph in two runtimes, which sum in different orders: the
+    # Eight float32 steps of the same graph in two runtimes, which sum in different orders: the
     # loss is a mean of 32 squares (positive: 2 gamma(33) = 4e-6 relative), on a forward whose
     # 4- and 8-term matmuls and tanh add a few gamma more; 1e-5 = 2 gamma(84) is that budget.
     # Parameters move by lr * updates computed from gradients (16-term batch sums); the adaptive
@@ -63,6 +88,10 @@ def test_n_exported_steps_equal_n_onnxnn_steps(name, make_optimizer):
     np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
     for key, param in net.named_parameters():
         np.testing.assert_allclose(state[key], param.detach().numpy(), rtol=1e-4, atol=1e-6)
+        for state_key, value in optimizer.state[param].items():  # and every state it carries
+            if isinstance(value, onnxnn.Tensor) and f"optimizer.{key}.{state_key}" in state:
+                carried = state[f"optimizer.{key}.{state_key}"]
+                np.testing.assert_allclose(carried, value.numpy(), rtol=1e-4, atol=1e-6, err_msg=state_key)
 
 
 def test_batchnorm_buffers_are_carried_state():

@@ -561,3 +561,49 @@ def test_formula_updates_share_a_node_only_where_their_factors_agree(optimizer_c
         for param in (early, late, half):
             param.detach().numpy()
     assert shared == (optimizer_class in (Adadelta, Rprop))
+
+
+@pytest.mark.parametrize("executor_name", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize(
+    "optimizer_class, options",
+    [
+        (Adamax, {}),
+        (NAdam, {"weight_decay": 0.1, "decoupled_weight_decay": True}),
+        (RAdam, {}),  # plain for 5 steps, then rectified
+        (ASGD, {"t0": 3, "lambd": 0.05}),
+        (RMSprop, {"momentum": 0.5}),
+        (Adadelta, {}),
+        (Rprop, {}),
+    ],
+    ids=lambda case: case.__name__ if isinstance(case, type) else "",
+)
+def test_capturable_steps_count_in_the_graph_and_give_the_same_bits(optimizer_class, options, executor_name):
+    """``capturable``: step counts, eta, mu and momentum products computed in the graph (as an exported
+    training step needs) in float64, as the host computes them in Python floats."""
+
+    def train(capturable: bool) -> tuple:
+        generator = np.random.default_rng(3)
+        params = [
+            onnxnn.tensor(generator.standard_normal(s), dtype=onnxnn.float32, requires_grad=True)
+            for s in [(3, 4), (5,), ()]
+        ]
+        optimizer = optimizer_class(params, lr=0.01, capturable=capturable, **options)
+        with onnxnn.set_executor(executor_name):
+            for step in range(12):
+                for param in params:
+                    param.grad = onnxnn.tensor(
+                        generator.standard_normal(param.shape) * (step + 1) * 0.3, dtype=onnxnn.float32
+                    )
+                optimizer.step()
+        state = {
+            key: value.numpy() for key, value in optimizer.state[params[0]].items() if isinstance(value, onnxnn.Tensor)
+        }
+        return [param.detach().numpy() for param in params], state, optimizer.state[params[0]]["step"]
+
+    host, host_state, _ = train(False)
+    graph, graph_state, step = train(True)
+    assert step.item() == 12.0
+    for result, expected in zip(graph, host):
+        assert result.tobytes() == expected.tobytes()
+    for key, value in host_state.items():
+        assert graph_state[key].tobytes() == value.tobytes(), key
