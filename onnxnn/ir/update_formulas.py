@@ -1,7 +1,7 @@
 """Fused updates of SGD, Adamax, NAdam, RAdam, Adadelta, ASGD and Rprop: formulas written once, run three ways.
 
 An optimizer step records one node per group of parameters (``optim/step_recording.py``) instead of
-eight to fifteen elementwise nodes per parameter, as Adam's, Adagrad's and RMSprop's do
+two to sixteen elementwise nodes per parameter, as Adam's, Adagrad's and RMSprop's do
 (``runtime/ops/training.py``). The node's inputs are its 0-d hyperparameters, then the parameters,
 their gradients and each list of states; its outputs rebind the parameters and the states:
 
@@ -18,15 +18,16 @@ their gradients and each list of states; its outputs rebind the parameters and t
 Every factor that depends on the step (bias corrections, NAdam's momentum products, RAdam's
 rectification) is computed on the host in Python floats, as PyTorch's step computes it without
 ``capturable``, and fed as a float64 0-d value, which each tensor's formula reads cast to the
-tensor's dtype. ``decay`` is ``1 - lr * weight_decay`` with decoupled weight decay, else the L2
+tensor's dtype. (With ``capturable`` the optimizers compute the same values in the graph, in
+float64, and feed those.) ``decay`` is ``1 - lr * weight_decay`` with decoupled weight decay, else the L2
 coefficient; an omitted one means none. ASGD's ``mu`` is omitted while it is 1 (before ``t0``):
 the average is then the new parameter itself.
 
 Each ``formula(xp, x, g, states, factors, attrs)`` returns the new X and new states, in that order.
 It uses numpy's names only (``add``, ``subtract``, ``multiply``, ``divide``, ``sqrt``,
 ``negative``, ``absolute``, ``maximum``, ``minimum``, ``sign``, ``less``, ``greater``,
-``where``), with Python numbers as constants of the tensor's dtype, so ``xp`` may be numpy or CuPy (onnxnn's kernels,
-``kernels/training_formulas.py``) or an emitter of the ONNX nodes of the same names (the
+``where``), with Python numbers as constants of the tensor's dtype, so ``xp`` may be numpy or
+CuPy (onnxnn's kernels, ``kernels/training_formulas.py``) or an emitter of the ONNX nodes of the same names (the
 decompositions onnxruntime runs, ``runtime/ops/training_formulas.py``). Both executors compute the
 same operations on the same operands in the same order: the same bits. The compiled loops
 (``kernels/update_loops_template.h``) repeat each formula in C, in that order too. The formulas are
@@ -113,7 +114,7 @@ def _nadam(xp, x, g, states, f, attrs):
 
 def _radam(xp, x, g, states, f, attrs):
     x_decayed, _, new_m, new_v = _adam_moments(xp, x, g, states, f, attrs)
-    if attrs.get("rectified", 0):  # rho_t > 5, decided on the host from the step count
+    if attrs.get("rectified", 0):  # rho_t > 5 (capturable steps record both forms and pick in the graph)
         update = xp.multiply(xp.divide(new_m, xp.add(xp.sqrt(new_v), f["epsilon"])), f["step_size"])
     else:
         update = xp.multiply(new_m, f["step_size"])
@@ -141,7 +142,7 @@ def _asgd(xp, x, g, states, f, attrs):
 
 def _rprop(xp, x, g, states, f, attrs):
     previous, step_size = states
-    gradient = xp.negative(g) if attrs.get("maximize", 0) else g
+    gradient = _gradient(xp, x, g, None, attrs)
     agreement = xp.multiply(gradient, previous)
     flipped = xp.less(agreement, 0.0)
     factor = xp.where(xp.greater(agreement, 0.0), f["etaplus"], xp.where(flipped, f["etaminus"], 1.0))

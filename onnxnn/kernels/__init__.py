@@ -29,7 +29,7 @@ from .executor import (
 )
 from ..ir.kernel_registry import kernels
 from . import training  # noqa: F401,E402  (registers the optimizer kernels)
-from . import training_formulas  # noqa: F401,E402  (Adamax, NAdam, RAdam, Adadelta, ASGD)
+from . import training_formulas  # noqa: F401,E402  (SGD, Adamax, ..., Rprop: update_formulas.py)
 
 __all__ = [
     "kernels",

@@ -1,4 +1,4 @@
-"""onnxnn's kernels of Adamax, NAdam, RAdam, Adadelta and ASGD's fused nodes (``ir/update_formulas.py``).
+"""onnxnn's kernels of the fused optimizer updates of ``ir/update_formulas.py`` (SGD, Adamax, ..., Rprop).
 
 Each kernel hands its node's tensors to ``update_driver.run_update`` with the update's formula run
 on the array module itself (numpy or CuPy), so it computes the decomposition's operations

@@ -54,7 +54,7 @@ from .linalg_qr import *  # noqa: F401,F403  (Householder QR, least squares, mat
 from .linalg_jacobi import *  # noqa: F401,F403  (svd, eigh and what singular values define)
 from .nn_ops import *  # noqa: F401,F403,E402  (BatchNormalization rules; hardshrink, prelu)
 from . import training  # noqa: F401,E402  (Momentum: the fused SGD update)
-from . import training_formulas  # noqa: F401,E402  (Adamax, NAdam, RAdam, Adadelta, ASGD's fused updates)
+from . import training_formulas  # noqa: F401,E402  (update_formulas.py's fused updates)
 from . import batch_norm_training  # noqa: F401,E402  (F.batch_norm's training node)
 from . import relu_gradient  # noqa: F401,E402  (ReLU's gradient as one node)
 from . import abs_gradient  # noqa: F401,E402  (Abs's gradient as one node)
