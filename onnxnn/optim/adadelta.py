@@ -10,9 +10,8 @@ from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     OpmathStep,
-    _captured_count,
     _check_differentiable,
-    _increment_step,
+    _count_step,
     _new_step_tensor,
     _picked,
     _record_formula_updates,
@@ -147,10 +146,7 @@ def adadelta(
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []
         for index, (param, step) in enumerate(zip(params, state_steps)):
-            if capturable and param.dtype not in REDUCED_FLOATS:
-                _captured_count(step)  # counted in the graph, read by nothing
-            else:
-                _increment_step(step)
+            _count_step(step, capturable and param.dtype not in REDUCED_FLOATS)  # read by nothing
             if param.dtype in REDUCED_FLOATS:
                 grad = -grads[index] if maximize else grads[index]
                 _opmath_step(param, grad, square_avgs[index], acc_deltas[index], lr, rho, eps, weight_decay)

@@ -10,10 +10,9 @@ from ..runtime.tensor import Tensor
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .optimizer import Optimizer
 from .step_recording import (
-    _captured_count,
     _check_differentiable,
+    _count_step,
     _hyperparameter,
-    _increment_step,
     _new_step_tensor,
     _picked,
     _record_formula_updates,
@@ -143,10 +142,7 @@ def rprop(
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []
         for index, (param, step) in enumerate(zip(params, state_steps)):
-            if capturable and param.dtype not in REDUCED_FLOATS:
-                _captured_count(step)  # counted in the graph, read by nothing
-            else:
-                _increment_step(step)
+            _count_step(step, capturable and param.dtype not in REDUCED_FLOATS)  # read by nothing
             if param.dtype in REDUCED_FLOATS:
                 _elementwise_step(
                     param,

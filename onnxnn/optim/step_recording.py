@@ -219,7 +219,7 @@ def _record_fused_updates(
     counts: dict = {}  # group key -> its step count
     occurrences = _occurrences(params)
     for index, param in enumerate(params):
-        step = _captured_count(state_steps[index]) if capturable else _increment_step(state_steps[index])
+        step = _count_step(state_steps[index], capturable)
         weight = value_of(param)
         key = (
             weight.dtype,
@@ -336,6 +336,11 @@ def _captured_count(step: Tensor) -> Tensor:
     count = step + 1.0
     record_update(step, count)
     return count.to(dtypes.float64)
+
+
+def _count_step(step: Tensor, in_graph: bool):
+    """``step += 1``: in the graph (``_captured_count``, a float64 tensor) or on the host (a number)."""
+    return _captured_count(step) if in_graph else _increment_step(step)
 
 
 def _graph_number(value: float, like: Tensor) -> Tensor:
