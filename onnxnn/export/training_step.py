@@ -214,6 +214,7 @@ def training_step_to_onnx(
             model.train(previous_mode)
     finally:
         _restore_capturable(capturable_groups)
+    _reject_host_updates(optimizer, carried, start_values, end_values)
 
     outputs = [value_of(loss)] + [end_values[name] for name, _ in carried]
     output_names = ["loss"] + [f"{name}.next" for name, _ in carried]
@@ -246,6 +247,26 @@ def training_step_to_onnx(
         {name: np.array(start_values[name].data) for name, _ in carried},
     )
     return proto, signature
+
+
+def _reject_host_updates(optimizer, carried: list, start_values: dict, end_values: dict) -> None:
+    """Refuses a step that set carried state to a number computed on the host while it was recorded.
+
+    The file would hold that one step's number as a constant, and every run would repeat it (a
+    step count that never advances, a bias correction frozen at its value at export). Optimizers
+    count in the graph under ``capturable``, which the export sets; Adafactor, and float16/bfloat16
+    parameters of the optimizers whose op-by-op steps read host numbers (Adamax, NAdam, RAdam,
+    ASGD), still do not.
+    """
+    for name, _ in carried:
+        end = end_values[name]
+        if end is not start_values[name] and end.node is None and end.data is not None:
+            raise NotImplementedError(
+                f"training_step_to_onnx: {type(optimizer).__name__}'s step sets {name!r} to a number computed "
+                "on the host, which the exported file would repeat at every run: it cannot count this "
+                "tensor's steps in the graph (Adafactor cannot; Adamax, NAdam, RAdam and ASGD cannot for "
+                "float16/bfloat16 parameters)"
+            )
 
 
 def _declare_every_input(proto: onnx.ModelProto, names, batch, carried, start_values) -> None:

@@ -146,7 +146,7 @@ def adadelta(
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []
         for index, (param, step) in enumerate(zip(params, state_steps)):
-            _count_step(step, capturable and param.dtype not in REDUCED_FLOATS)  # read by nothing
+            _count_step(step, capturable)  # read by nothing
             if param.dtype in REDUCED_FLOATS:
                 grad = -grads[index] if maximize else grads[index]
                 _opmath_step(param, grad, square_avgs[index], acc_deltas[index], lr, rho, eps, weight_decay)

@@ -142,7 +142,7 @@ def rprop(
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []
         for index, (param, step) in enumerate(zip(params, state_steps)):
-            _count_step(step, capturable and param.dtype not in REDUCED_FLOATS)  # read by nothing
+            _count_step(step, capturable)  # read by nothing
             if param.dtype in REDUCED_FLOATS:
                 _elementwise_step(
                     param,

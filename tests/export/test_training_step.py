@@ -155,3 +155,27 @@ def test_an_optimizer_over_foreign_tensors_is_rejected():
     optimizer = onnxnn.optim.SGD([onnxnn.randn(2, requires_grad=True)], lr=0.1)
     with pytest.raises(ValueError, match="not a parameter of the model"):
         training_step_to_onnx(net, F.mse_loss, optimizer, (onnxnn.randn(3, 2), onnxnn.randn(3, 2)))
+
+
+@pytest.mark.parametrize(
+    "make_optimizer, dtype",
+    [
+        (lambda p: onnxnn.optim.Adafactor(p, lr=0.01), onnxnn.float32),  # its factors read the count
+        (lambda p: onnxnn.optim.NAdam(p, lr=0.01), onnxnn.float16),  # op-by-op steps read host numbers
+        (lambda p: onnxnn.optim.ASGD(p, lr=0.01), onnxnn.bfloat16),
+    ],
+    ids=["adafactor", "nadam-float16", "asgd-bfloat16"],
+)
+def test_a_step_that_updates_state_on_the_host_is_refused_and_nothing_changes(make_optimizer, dtype):
+    """The file would repeat the number of the recorded step at every run (a count that never
+    advances): refused, with the model and the optimizer as they were."""
+    net = nn.Linear(4, 2).to(dtype)
+    optimizer = make_optimizer(net.parameters())
+    x, y = onnxnn.randn(16, 4).to(dtype), onnxnn.randn(16, 2).to(dtype)
+    before = {key: value.numpy().copy() for key, value in net.state_dict().items()}
+    with pytest.raises(NotImplementedError, match="computed on the host"):
+        training_step_to_onnx(net, F.mse_loss, optimizer, (x, y))
+    for key, value in net.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), before[key])
+    assert all(state["step"].item() == 0 for state in optimizer.state.values())
+    assert all(not group.get("capturable", False) for group in optimizer.param_groups)
