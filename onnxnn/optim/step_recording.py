@@ -257,7 +257,6 @@ def _record_formula_updates(
     its inputs are those, then the parameters, their gradients and each list of ``state_lists``,
     and its outputs rebind the parameters and the states, in that order.
     """
-    names = FUSED_UPDATES[op_type].hyperparameters
     groups: dict = {}
     occurrences = _occurrences(params)
     for index, param in enumerate(params):
@@ -267,11 +266,21 @@ def _record_formula_updates(
         key = (weight.dtype, weight.device, occurrences[index], tuple(attributes.items()), hyperparameters)
         groups.setdefault(key, []).append(index)
     for (_, device, _, _, hyperparameters), indices in groups.items():
-        fed = [
-            value if value is None or isinstance(value, Value) else _fed_number(name, value, device)
-            for name, value in zip(names, hyperparameters)
-        ]
+        fed = _fed_hyperparameters(op_type, hyperparameters, device)
         _record_group(op_type, settings[indices[0]][0], fed, params, grads, state_lists, indices)
+
+
+def _fed_hyperparameters(op_type: str, hyperparameters: tuple, device) -> list:
+    """A fused update's hyperparameter inputs: each a float64 0-d value (a Python number fed as one, a
+    tensor computed in the graph as it is) or None (omitted)."""
+    return [
+        value
+        if value is None or isinstance(value, Value)
+        else value_of(value)
+        if isinstance(value, Tensor)
+        else _fed_number(name, value, device)
+        for name, value in zip(FUSED_UPDATES[op_type].hyperparameters, hyperparameters)
+    ]
 
 
 def _formula_outputs(
@@ -280,12 +289,8 @@ def _formula_outputs(
     """One parameter's ``op_type`` node (``ir/update_formulas.py``), its new parameter and states
     returned, not bound: for a ``capturable`` step that picks between two forms in the graph.
     ``hyperparameters`` are Python numbers, float64 0-d tensors or None, as ``_record_formula_updates``'."""
-    device = value_of(param).device
-    fed = [
-        value if value is None else value_of(value) if isinstance(value, Tensor) else _fed_number(name, value, device)
-        for name, value in zip(FUSED_UPDATES[op_type].hyperparameters, hyperparameters)
-    ]
     weight = value_of(param)
+    fed = _fed_hyperparameters(op_type, hyperparameters, weight.device)
     inputs = (*fed, weight, _same_dtype(value_of(grad), weight), *map(value_of, states))
     return [tensor_of(output) for output in record_op(op_type, inputs, attributes, TRAINING_DOMAIN)]
 
