@@ -254,9 +254,9 @@ def _reject_host_updates(optimizer, carried: list, start_values: dict, end_value
 
     The file would hold that one step's number as a constant, and every run would repeat it (a
     step count that never advances, a bias correction frozen at its value at export). Optimizers
-    count in the graph under ``capturable``, which the export sets; Adafactor, and float16/bfloat16
-    parameters of the optimizers whose op-by-op steps read host numbers (Adamax, NAdam, RAdam,
-    ASGD), still do not.
+    count in the graph under ``capturable``, which the export sets; float16/bfloat16 parameters of
+    the optimizers whose op-by-op steps read host numbers (Adafactor, Adamax, NAdam, RAdam, ASGD)
+    still do not.
     """
     for name, _ in carried:
         end = end_values[name]
@@ -264,7 +264,7 @@ def _reject_host_updates(optimizer, carried: list, start_values: dict, end_value
             raise NotImplementedError(
                 f"training_step_to_onnx: {type(optimizer).__name__}'s step sets {name!r} to a number computed "
                 "on the host, which the exported file would repeat at every run: it cannot count this "
-                "tensor's steps in the graph (Adafactor cannot; Adamax, NAdam, RAdam and ASGD cannot for "
+                "tensor's steps in the graph (Adafactor, Adamax, NAdam, RAdam and ASGD cannot for "
                 "float16/bfloat16 parameters)"
             )
 

@@ -12,7 +12,15 @@ from ..runtime.internal import record_update
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
-from .step_recording import OpmathStep, _as_step_tensor, _hyperparameter, _increment_step, _new_step_tensor
+from .step_recording import (
+    OpmathStep,
+    _as_step_tensor,
+    _captured_count,
+    _graph_number,
+    _hyperparameter,
+    _increment_step,
+    _new_step_tensor,
+)
 
 __all__ = ["Adafactor", "adafactor"]
 
@@ -133,9 +141,10 @@ class Adafactor(Optimizer):
             eps1=eps1,
             eps2=eps2,
             maximize=group["maximize"],
+            capturable=group.get("capturable", False),
         )
         states = [state for state in (*row_vars, *col_vars, *variances) if state is not None]
-        return params + states
+        return params + states + (steps if group.get("capturable", False) else [])
 
 
 def adafactor(
@@ -153,10 +162,14 @@ def adafactor(
     eps1: float | None,
     eps2: float,
     maximize: bool,
+    capturable: bool = False,
 ) -> None:
     """Functional Adafactor: records the update of every tensor in ``params`` and its factors (lazily,
     in place). ``row_vars``/``col_vars`` hold the factors of parameters of two or more dimensions
-    (None for vectors), ``variances`` the second moments of vectors (None for the others)."""
+    (None for vectors), ``variances`` the second moments of vectors (None for the others).
+
+    ``capturable`` (PyTorch's Adafactor has no such option; an exported training step sets it)
+    counts the float32/float64 parameters' steps in the graph, and the factors read from the count."""
     lr = float(lr)
     with no_grad():
         for param, grad, row_var, col_var, variance, step in zip(
@@ -164,16 +177,22 @@ def adafactor(
         ):
             grad = -grad if maximize else grad
             epsilon1 = finfo(param.dtype).eps if eps1 is None else eps1
-            count = _increment_step(step)
             if param.dtype in REDUCED_FLOATS:
-                hyperparameters = (count, lr, beta2_decay, weight_decay, epsilon1, eps2, d)
+                hyperparameters = (_increment_step(step), lr, beta2_decay, weight_decay, epsilon1, eps2, d)
                 _opmath_step(param, grad, (row_var, col_var, variance), hyperparameters)
                 continue
-            moved = _hyperparameter("step**beta2_decay", count**beta2_decay, param)
-            relative_step = min(lr, 1 / count**0.5)
+            if capturable:
+                counted = _captured_count(step)
+                moved = (counted**beta2_decay).to(param.dtype)
+                relative_step = _graph_number(lr, counted).minimum(_graph_number(1.0, counted) / counted**0.5)
+                rho = relative_step.to(param.dtype)
+            else:
+                count = _increment_step(step)
+                moved = _hyperparameter("step**beta2_decay", count**beta2_decay, param)
+                rho = _hyperparameter("rho", min(lr, 1 / count**0.5), param)
             # alpha_t reads the parameter before its decay.
             parameter_rms = param.norm() / math.sqrt(param.numel())
-            alpha = parameter_rms.clamp(min=eps2) * _hyperparameter("rho", relative_step, param)
+            alpha = parameter_rms.clamp(min=eps2) * rho
             decayed = param
             if weight_decay != 0:
                 decayed = param * _hyperparameter("1-lr*weight_decay", 1 - lr * weight_decay, param)

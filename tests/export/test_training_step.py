@@ -31,6 +31,7 @@ OPTIMIZERS = [
     ("adadelta", lambda p: onnxnn.optim.Adadelta(p, lr=1.0)),
     ("asgd", lambda p: onnxnn.optim.ASGD(p, lr=0.05, lambd=0.01, t0=3)),
     ("rprop", lambda p: onnxnn.optim.Rprop(p, lr=0.01)),  # its step sizes start at lr
+    ("adafactor", lambda p: onnxnn.optim.Adafactor(p, lr=0.05)),
 ]
 STEPS = 8
 
@@ -160,11 +161,12 @@ def test_an_optimizer_over_foreign_tensors_is_rejected():
 @pytest.mark.parametrize(
     "make_optimizer, dtype",
     [
-        (lambda p: onnxnn.optim.Adafactor(p, lr=0.01), onnxnn.float32),  # its factors read the count
-        (lambda p: onnxnn.optim.NAdam(p, lr=0.01), onnxnn.float16),  # op-by-op steps read host numbers
+        # Their op-by-op steps of half-precision parameters read host numbers.
+        (lambda p: onnxnn.optim.Adafactor(p, lr=0.01), onnxnn.float16),
+        (lambda p: onnxnn.optim.NAdam(p, lr=0.01), onnxnn.float16),
         (lambda p: onnxnn.optim.ASGD(p, lr=0.01), onnxnn.bfloat16),
     ],
-    ids=["adafactor", "nadam-float16", "asgd-bfloat16"],
+    ids=["adafactor-float16", "nadam-float16", "asgd-bfloat16"],
 )
 def test_a_step_that_updates_state_on_the_host_is_refused_and_nothing_changes(make_optimizer, dtype):
     """The file would repeat the number of the recorded step at every run (a count that never
