@@ -142,6 +142,8 @@ def adadelta(
     The step counts are kept on the host (Adadelta's update does not read them); float32 and
     float64 tensors are updated by fused ``Adadelta`` nodes (``ir/update_formulas.py``).
     """
+    # Hyperparameters given as 0-d tensors are read as the numbers they hold (the host computes with them).
+    lr, rho, eps, weight_decay = map(float, (lr, rho, eps, weight_decay))
     with no_grad():
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []

@@ -150,6 +150,8 @@ def adamax(
     ``capturable``, their step counts and learning rates are computed in the graph instead (an
     exported training step then counts its own steps).
     """
+    # Hyperparameters given as 0-d tensors are read as the numbers they hold (the host computes with them).
+    lr, beta1, beta2, eps, weight_decay = map(float, (lr, beta1, beta2, eps, weight_decay))
     with no_grad():
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []

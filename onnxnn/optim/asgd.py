@@ -160,6 +160,8 @@ def asgd(
     (``ir/update_formulas.py``), fed the step's coefficients as data. With ``capturable``, the
     counts, ``eta`` and ``mu`` are computed in the graph, which averages where ``mu != 1``.
     """
+    # Hyperparameters given as 0-d tensors are read as the numbers they hold (the host computes with them).
+    lambd, lr, t0, alpha, weight_decay = map(float, (lambd, lr, t0, alpha, weight_decay))
     with no_grad():
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []

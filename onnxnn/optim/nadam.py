@@ -181,6 +181,10 @@ def nadam(
     count: float | Tensor  # a Python number, or a float64 0-d tensor of the graph (capturable)
     mu_product: float | Tensor
     learning_rate: float | Tensor
+    # Hyperparameters given as 0-d tensors are read as the numbers they hold (the host computes with them).
+    lr, beta1, beta2, eps, weight_decay, momentum_decay = map(
+        float, (lr, beta1, beta2, eps, weight_decay, momentum_decay)
+    )
     with no_grad():
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []

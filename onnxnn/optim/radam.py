@@ -165,6 +165,8 @@ def radam(
     ``capturable``, the counts and coefficients are computed in the graph, which picks the
     rectified or the plain step per tensor by ``rho_t > 5``.
     """
+    # Hyperparameters given as 0-d tensors are read as the numbers they hold (the host computes with them).
+    lr, beta1, beta2, eps, weight_decay = map(float, (lr, beta1, beta2, eps, weight_decay))
     rho_inf = 2 / (1 - beta2) - 1
     with no_grad():
         fused: list[int] = []

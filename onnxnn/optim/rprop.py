@@ -138,6 +138,8 @@ def rprop(
     The step counts are kept on the host (Rprop's update does not read them); float32 and float64
     tensors are updated by fused ``Rprop`` nodes (``ir/update_formulas.py``).
     """
+    # Hyperparameters given as 0-d tensors are read as the numbers they hold (the host computes with them).
+    etaminus, etaplus, step_size_min, step_size_max = map(float, (etaminus, etaplus, step_size_min, step_size_max))
     with no_grad():
         fused: list[int] = []
         settings: list[tuple[dict, tuple]] = []

@@ -607,3 +607,23 @@ def test_capturable_steps_count_in_the_graph_and_give_the_same_bits(optimizer_cl
         assert result.tobytes() == expected.tobytes()
     for key, value in host_state.items():
         assert graph_state[key].tobytes() == value.tobytes(), key
+
+
+@pytest.mark.parametrize("optimizer_class", [SGD, Adamax, NAdam, RAdam, Adadelta, ASGD, Rprop])
+def test_a_learning_rate_given_as_a_tensor_steps_as_the_number_it_holds(optimizer_class):
+    def train(lr) -> list:
+        generator = np.random.default_rng(4)
+        params = [
+            onnxnn.tensor(generator.standard_normal(s), dtype=onnxnn.float32, requires_grad=True)
+            for s in [(3, 4), (5,)]
+        ]
+        optimizer = optimizer_class(params, lr=lr)
+        for _ in range(7):
+            for param in params:
+                param.grad = onnxnn.tensor(generator.standard_normal(param.shape), dtype=onnxnn.float32)
+            optimizer.step()
+        return [param.detach().numpy() for param in params]
+
+    # The tensor holds float32's 0.01, which the host then computes with.
+    for result, expected in zip(train(onnxnn.tensor(0.01)), train(float(np.float32(0.01)))):
+        assert result.tobytes() == expected.tobytes()
