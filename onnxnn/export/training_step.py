@@ -250,7 +250,7 @@ def training_step_to_onnx(
 
 
 def _reject_host_updates(optimizer, carried: list, start_values: dict, end_values: dict) -> None:
-    """Refuses a step that set carried state to a number computed on the host while it was recorded.
+    """Refuses a step that set optimizer state to a number computed on the host while it was recorded.
 
     The file would hold that one step's number as a constant, and every run would repeat it (a
     step count that never advances, a bias correction frozen at its value at export). Optimizers
@@ -259,6 +259,8 @@ def _reject_host_updates(optimizer, carried: list, start_values: dict, end_value
     still do not.
     """
     for name, _ in carried:
+        if not name.startswith("optimizer."):
+            continue  # a buffer a forward sets to a constant is that constant at every run
         end = end_values[name]
         if end is not start_values[name] and end.node is None and end.data is not None:
             raise NotImplementedError(
