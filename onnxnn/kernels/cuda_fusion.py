@@ -30,6 +30,7 @@ import numpy as np
 
 from ..ir.caches import WeightedCache, register_cache
 from ..ir.domains import ONNXNN_DOMAIN
+from .elementwise import UNARY_UFUNCS
 
 __all__ = ["EXPRESSIONS", "FusibleOp", "FusedElementwise", "fusion_groups", "fused_kernel", "C_TYPES"]
 
@@ -108,25 +109,9 @@ for _op_type, _operator in [
 ]:
     _fusible(_op_type)(lambda operands, attrs, types, _operator=_operator: f"({operands[0]} {_operator} {operands[1]})")
 
+# C's math functions are numpy's ufuncs but for the inverse functions' prefix (arcsin: asin).
 for _op_type, _function in [
-    ("Exp", "exp"),
-    ("Log", "log"),
-    ("Sqrt", "sqrt"),
-    ("Sin", "sin"),
-    ("Cos", "cos"),
-    ("Tan", "tan"),
-    ("Asin", "asin"),
-    ("Acos", "acos"),
-    ("Atan", "atan"),
-    ("Sinh", "sinh"),
-    ("Cosh", "cosh"),
-    ("Asinh", "asinh"),
-    ("Acosh", "acosh"),
-    ("Atanh", "atanh"),
-    ("Tanh", "tanh"),
-    ("Floor", "floor"),
-    ("Ceil", "ceil"),
-    ("Round", "rint"),
+    *[(op_type, ufunc.replace("arc", "a", 1)) for op_type, ufunc in UNARY_UFUNCS],
     ("Abs", "fabs"),
     ("Erf", "erf"),
 ]:

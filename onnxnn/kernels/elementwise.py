@@ -17,7 +17,7 @@ from ..ir.domains import ONNXNN_DOMAIN
 from ..ir.kernel_registry import ALL_TYPES, BOOL, FLOATING, INTEGER, NUMERIC, SIGNED, kernels
 from .special import erf, erfc
 
-__all__: list[str] = []
+__all__ = ["UNARY_UFUNCS"]
 
 
 def _unary(op_type: str, types=FLOATING, direct=None):
@@ -45,7 +45,8 @@ def _named(function, op_type: str):
     return function
 
 
-for _name, _ufunc in [
+# ONNX's unary math ops and numpy's ufuncs for them (cuda_fusion.py derives C's names from these).
+UNARY_UFUNCS = (
     ("Exp", "exp"),
     ("Log", "log"),
     ("Sqrt", "sqrt"),
@@ -64,7 +65,9 @@ for _name, _ufunc in [
     ("Floor", "floor"),
     ("Ceil", "ceil"),
     ("Round", "rint"),
-]:
+)
+
+for _name, _ufunc in UNARY_UFUNCS:
     _unary(_name, direct=getattr(np, _ufunc))(lambda xp, x, _ufunc=_ufunc: getattr(xp, _ufunc)(x))
 
 _unary("Neg", FLOATING | SIGNED, direct=np.negative)(lambda xp, x: xp.negative(x))

@@ -9,6 +9,7 @@ from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
+    _decay_factor,
     OpmathStep,
     _check_differentiable,
     _count_step,
@@ -154,7 +155,7 @@ def adadelta(
                 _opmath_step(param, grad, square_avgs[index], acc_deltas[index], lr, rho, eps, weight_decay)
                 continue
             fused.append(index)
-            decay = weight_decay if weight_decay != 0 else None
+            decay = _decay_factor(weight_decay)
             settings.append(({"maximize": int(maximize)}, (lr, rho, 1 - rho, eps, decay)))
         _record_formula_updates("Adadelta", *_picked(fused, params, grads, square_avgs, acc_deltas), settings)
 

@@ -9,6 +9,7 @@ from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
+    _decay_factor,
     OpmathStep,
     _captured_count,
     _check_differentiable,
@@ -167,7 +168,7 @@ def adamax(
                 step_size = _graph_number(lr, counted) / (1 - beta1**counted)
             else:
                 step_size = lr / (1 - beta1 ** _increment_step(step))
-            decay = weight_decay if weight_decay != 0 else None
+            decay = _decay_factor(weight_decay)
             settings.append(({"maximize": int(maximize)}, (step_size, 1 - beta1, beta2, eps, decay)))
         _record_formula_updates("Adamax", *_picked(fused, params, grads, exp_avgs, exp_infs), settings)
 

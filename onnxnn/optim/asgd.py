@@ -11,6 +11,7 @@ from ..runtime.tensor import Tensor
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .optimizer import Optimizer
 from .step_recording import (
+    _decay_factor,
     _captured_count,
     _check_differentiable,
     _formula_outputs,
@@ -176,7 +177,7 @@ def asgd(
                 _elementwise_step(param, grads[index], axs[index], eta_value, mu_value, lambd, weight_decay, maximize)
             else:
                 fused.append(index)
-                decay = weight_decay if weight_decay != 0 else None
+                decay = _decay_factor(weight_decay)
                 averaging = mu_value if mu_value != 1 else None
                 settings.append(({"maximize": int(maximize)}, (1 - lambd * eta_value, eta_value, averaging, decay)))
             _set_host_scalar(eta, lr / ((1 + lambd * lr * count) ** alpha))
@@ -192,7 +193,7 @@ def _captured_update(param: Tensor, grad: Tensor, ax: Tensor, counters: tuple, h
     lambd, lr, t0, alpha, weight_decay, maximize = hyperparameters
     counted = _captured_count(step)
     eta_value, mu_value = eta.to(counted.dtype), mu.to(counted.dtype)
-    decay = weight_decay if weight_decay != 0 else None
+    decay = _decay_factor(weight_decay)
     attributes = {"maximize": int(maximize)}
     results = {}
     for averaging in (mu_value, None):

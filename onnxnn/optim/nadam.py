@@ -11,6 +11,7 @@ from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
+    _decay_factor,
     OpmathStep,
     _captured_count,
     _check_differentiable,
@@ -223,7 +224,7 @@ def nadam(
                 mu, mu_next = _momentum_coefficients(count, beta1, momentum_decay)
                 mu_product = _multiply_host_scalar(mu_products[index], mu)
                 learning_rate = lr
-            decay = None if weight_decay == 0 else 1 - lr * weight_decay if decoupled_weight_decay else weight_decay
+            decay = _decay_factor(weight_decay, lr, decoupled_weight_decay)
             hyperparameters = (
                 1 - beta1,
                 beta2,

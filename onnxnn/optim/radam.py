@@ -11,6 +11,7 @@ from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
+    _decay_factor,
     OpmathStep,
     _captured_count,
     _check_differentiable,
@@ -204,7 +205,7 @@ def radam(
                 step_size = lr * math.sqrt(bias_correction2) * rect / bias_correction1
             else:
                 step_size = lr / bias_correction1
-            decay = None if weight_decay == 0 else 1 - lr * weight_decay if decoupled_weight_decay else weight_decay
+            decay = _decay_factor(weight_decay, lr, decoupled_weight_decay)
             attributes = {
                 "decoupled_weight_decay": int(decoupled_weight_decay),
                 "maximize": int(maximize),
@@ -228,7 +229,7 @@ def _captured_update(param: Tensor, grad: Tensor, moments: tuple, step: Tensor, 
         1: lr * bias_correction2.sqrt() * rect / bias_correction1,
         0: _graph_number(lr, counted) / bias_correction1,
     }
-    decay = None if weight_decay == 0 else 1 - lr * weight_decay if decoupled_weight_decay else weight_decay
+    decay = _decay_factor(weight_decay, lr, decoupled_weight_decay)
     results = {}
     for rectified, step_size in step_sizes.items():
         attributes = {

@@ -14,6 +14,7 @@ from ..runtime.ops.training import TRAINING_DOMAIN
 from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 from .step_recording import (
+    _decay_factor,
     _check_differentiable,
     _hyperparameter_scalar,
     _hyperparameter_value,
@@ -174,7 +175,7 @@ def _plain_updates(params: list[Tensor], grads: list[Tensor], *, weight_decay: f
     """SGD without momentum: one fused ``SGD`` node (``ir/update_formulas.py``) per group of float32 and
     float64 parameters; float16/bfloat16 ones as Mul and Sub nodes in their dtype, as PyTorch's ops round."""
     fused: list[int] = []
-    decay = weight_decay if weight_decay != 0 else None
+    decay = _decay_factor(weight_decay)
     for index, param in enumerate(params):
         if param.dtype not in REDUCED_FLOATS:
             fused.append(index)

@@ -270,6 +270,14 @@ def _record_formula_updates(
         _record_group(op_type, settings[indices[0]][0], fed, params, grads, state_lists, indices)
 
 
+def _decay_factor(weight_decay: float, lr: float = 0.0, decoupled: bool = False) -> float | None:
+    """A fused update's weight decay input: None without decay, ``1 - lr * weight_decay`` for
+    decoupled decay, else the L2 coefficient (``ir/update_formulas.py``'s ``decay``)."""
+    if weight_decay == 0:
+        return None
+    return 1 - lr * weight_decay if decoupled else weight_decay
+
+
 def _fed_hyperparameters(op_type: str, hyperparameters: tuple, device) -> list:
     """A fused update's hyperparameter inputs: each a float64 0-d value (a Python number fed as one, a
     tensor computed in the graph as it is) or None (omitted)."""
