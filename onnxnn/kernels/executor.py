@@ -26,6 +26,7 @@ from . import (  # noqa: F401  (registration)
     indexing,
     linalg,
     loss,
+    lstm_cell,
     normalization,
     pooling,
     reduce,

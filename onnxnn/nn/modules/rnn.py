@@ -27,6 +27,7 @@ from ...ir.mode import MODE
 from ...runtime.creation import empty, zeros
 from ...runtime.grad_mode import is_grad_enabled
 from ...runtime.ops.shape import cat, stack
+from ...runtime.ops.lstm_cell import fused_lstm_cell, fuses_lstm_cell
 from ...runtime.ops.splitting import split
 from ...runtime.tensor import Tensor, autocast_arguments
 from .. import functional as F
@@ -61,6 +62,9 @@ def _step(mode: str, gates_x: Tensor, h: Tensor, c: Tensor | None, w_hh_t, b_hh,
         reset, update = (x_r + h_r).sigmoid(), (x_z + h_z).sigmoid()
         candidate = (x_n + reset * h_n).tanh()
         return candidate + update * (h - candidate), None
+    if mode == "LSTM" and c is not None and fuses_lstm_cell(gates_x, gates_h, c):
+        h, c = fused_lstm_cell(gates_x, gates_h, c)
+        return (h if w_hr_t is None else h.matmul(w_hr_t)), c
     gates = gates_x + gates_h
     if mode == "RNN_TANH":
         return gates.tanh(), None
