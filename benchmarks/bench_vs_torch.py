@@ -10,8 +10,9 @@ Workloads (the issue's rows):
   NAdam, RAdam, Adadelta, ASGD, Rprop), at its default hyperparameters and ``lr=1e-3``.
 - ``transformer_layer_adam_b8`` (beyond the issue's table): a ``TransformerEncoderLayer(256, 4, 1024)``
   Adam step on 8 sequences of 64 tokens, mean squared error against fixed targets.
-- ``lstm_adam_b16`` (beyond the issue's table): an ``LSTM(128, 256)`` Adam step over 32 time steps
-  of a batch of 16, mean squared error of its output sequence against fixed targets.
+- ``lstm_adam_b16``, ``gru_adam_b16`` (beyond the issue's table): an ``LSTM(128, 256)``'s or a
+  ``GRU(128, 256)``'s Adam step over 32 time steps of a batch of 16, mean squared error of its
+  output sequence against fixed targets.
 - ``small_resnet_b32``: a ResNet of two stages (BasicBlocks with BatchNorm) on 32x32 images,
   batch 32, one SGD-with-momentum step, training mode.
 - ``resnet18_imported_b8``: ResNet-18 (torchvision's layout) built with ``onnxnn.nn``, exported
@@ -345,6 +346,11 @@ def bench_lstm_training(settings) -> dict:
     return _regression_row(lambda library: library.nn.LSTM(128, 256), (32, 16, 128), (32, 16, 256), settings)
 
 
+def bench_gru_training(settings) -> dict:
+    """A GRU(128, 256)'s Adam step over 32 steps of a batch of 16 (not in the issue's table)."""
+    return _regression_row(lambda library: library.nn.GRU(128, 256), (32, 16, 128), (32, 16, 256), settings)
+
+
 def _imported_resnet18_file(directory: str) -> str:
     path = os.path.join(directory, "resnet18.onnx")
     if not os.path.exists(path):
@@ -521,6 +527,7 @@ WORKLOADS = {
     "resnet18_imported_b8": bench_resnet18_imported,
     "transformer_layer_adam_b8": bench_transformer_training,
     "lstm_adam_b16": bench_lstm_training,
+    "gru_adam_b16": bench_gru_training,
     **{
         f"infer_{name}{'_compiled' if compiled else ''}": bench(compiled)
         for name, bench in [

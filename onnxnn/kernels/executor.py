@@ -26,7 +26,7 @@ from . import (  # noqa: F401  (registration)
     indexing,
     linalg,
     loss,
-    lstm_cell,
+    recurrent_cells,
     normalization,
     pooling,
     reduce,

@@ -27,7 +27,7 @@ from ...ir.mode import MODE
 from ...runtime.creation import empty, zeros
 from ...runtime.grad_mode import is_grad_enabled
 from ...runtime.ops.shape import cat, stack
-from ...runtime.ops.lstm_cell import fused_lstm_cell, fuses_lstm_cell
+from ...runtime.ops.recurrent_cells import fused_gru_cell, fused_lstm_cell, fuses_cell
 from ...runtime.ops.splitting import split
 from ...runtime.tensor import Tensor, autocast_arguments
 from .. import functional as F
@@ -56,15 +56,18 @@ def _step(mode: str, gates_x: Tensor, h: Tensor, c: Tensor | None, w_hh_t, b_hh,
     """One step of the cell from the input's projection ``gates_x`` and the transposed weights;
     returns the new (h, c)."""
     gates_h = _linear(h, w_hh_t, b_hh)
+    # A cell that takes a fused node records one (runtime/ops/recurrent_cells.py): the same arithmetic.
+    if mode == "LSTM" and c is not None and fuses_cell(mode, gates_x, gates_h, c):
+        h, c = fused_lstm_cell(gates_x, gates_h, c)
+        return (h if w_hr_t is None else h.matmul(w_hr_t)), c
+    if mode == "GRU" and fuses_cell(mode, gates_x, gates_h, h):
+        return fused_gru_cell(gates_x, gates_h, h), None
     if mode == "GRU":
         x_r, x_z, x_n = gates_x.chunk(3, -1)
         h_r, h_z, h_n = gates_h.chunk(3, -1)
         reset, update = (x_r + h_r).sigmoid(), (x_z + h_z).sigmoid()
         candidate = (x_n + reset * h_n).tanh()
         return candidate + update * (h - candidate), None
-    if mode == "LSTM" and c is not None and fuses_lstm_cell(gates_x, gates_h, c):
-        h, c = fused_lstm_cell(gates_x, gates_h, c)
-        return (h if w_hr_t is None else h.matmul(w_hr_t)), c
     gates = gates_x + gates_h
     if mode == "RNN_TANH":
         return gates.tanh(), None

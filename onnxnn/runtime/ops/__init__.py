@@ -58,7 +58,7 @@ from . import training_formulas  # noqa: F401,E402  (update_formulas.py's fused 
 from . import batch_norm_training  # noqa: F401,E402  (F.batch_norm's training node)
 from . import relu_gradient  # noqa: F401,E402  (ReLU's gradient as one node)
 from . import abs_gradient  # noqa: F401,E402  (Abs's gradient as one node)
-from . import lstm_cell  # noqa: F401,E402  (an LSTM cell's elementwise work as one node)
+from . import recurrent_cells  # noqa: F401,E402  (LSTM and GRU cells' elementwise work as one node)
 from . import clip_bounds  # noqa: F401,E402  (a missing Clip bound is infinite, as in PyTorch)
 from . import max_pool_nan  # noqa: F401,E402  (NaN wins a max pool's window on onnxruntime, as in PyTorch)
 from . import batch_norm_epsilon  # noqa: F401,E402  (float64 BatchNormalization adds PyTorch's epsilon)
