@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from ..runtime.ops.shape import cat, stack
 from ..runtime.tensor import Tensor
 from . import functional as F
-from .modules.rnn import _linear, _run_direction, _step
+from .modules.rnn import _run_direction, _step
 
 __all__ = ["gru", "gru_cell", "lstm", "lstm_cell", "rnn_relu", "rnn_relu_cell", "rnn_tanh", "rnn_tanh_cell"]
 
@@ -33,7 +33,7 @@ def _cell(
     b_ih: Tensor | None,
     b_hh: Tensor | None,
 ):
-    return _step(mode, _linear(input, w_ih.t(), b_ih), hx, c, w_hh.t(), b_hh, None)
+    return _step(mode, F.linear(input, w_ih, b_ih), hx, c, w_hh, b_hh, None)
 
 
 def rnn_tanh_cell(

@@ -93,7 +93,7 @@ def test_a_forward_that_will_be_differentiated_records_the_unrolled_steps(case_i
     module, _ = make_float32(cls, kwargs)
     x = onnxnn.randn(4, 3, 2)
     trained = recorded_op_types(module(x)[0])
-    assert FUSED_OP_TYPE[mode] not in trained and "MatMul" in trained
+    assert FUSED_OP_TYPE[mode] not in trained and "Gemm" in trained
     with onnxnn.no_grad():
         assert recorded_op_types(module(x)[0]).count(FUSED_OP_TYPE[mode]) == 2
     module.requires_grad_(False)
@@ -104,7 +104,7 @@ def test_a_forward_that_will_be_differentiated_records_the_unrolled_steps(case_i
 def test_projection_and_float64_on_onnxruntime_keep_the_unrolled_steps():
     # ONNX's LSTM has no projection; onnxruntime's recurrent kernels have no float64.
     op_types = recorded_op_types(nn.LSTM(2, 3, proj_size=2)(onnxnn.randn(4, 1, 2))[0])
-    assert "LSTM" not in op_types and "MatMul" in op_types
+    assert "LSTM" not in op_types and "Gemm" in op_types
     lstm = nn.LSTM(2, 3).double()
     with onnxnn.no_grad():
         with onnxnn.set_executor("onnxruntime"):
