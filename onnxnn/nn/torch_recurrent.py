@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..runtime.ops.shape import cat, stack
 from ..runtime.tensor import Tensor
 from . import functional as F
-from .modules.rnn import _run_direction, _step
+from .modules.rnn import _step, run_layers
 
 __all__ = ["gru", "gru_cell", "lstm", "lstm_cell", "rnn_relu", "rnn_relu_cell", "rnn_tanh", "rnn_tanh_cell"]
 
@@ -114,30 +113,8 @@ def _recurrence(
             f"Expected hidden size {(num_layers * directions, batch_sizes[0] if batch_sizes else 0)}"
             f" + (hidden_size,), got {list(h0.shape)}"
         )
-    offsets = [sum(batch_sizes[:t]) for t in range(len(batch_sizes) + 1)]
-    steps = [data[offsets[t] : offsets[t + 1]] for t in range(len(batch_sizes))]
-    final_h, final_c = [], []
-    for layer in range(num_layers):
-        if layer > 0 and dropout > 0 and train:
-            dropped = F.dropout(cat(steps, 0), dropout, True)
-            steps = [dropped[offsets[t] : offsets[t + 1]] for t in range(len(batch_sizes))]
-        per_direction = []
-        for direction in range(directions):
-            index = layer * directions + direction
-            outputs, h, c = _run_direction(
-                mode,
-                steps,
-                batch_sizes,
-                h0[index],
-                None if c0 is None else c0[index],
-                weights[index],
-                reverse=direction == 1,
-            )
-            per_direction.append(outputs)
-            final_h.append(h)
-            final_c.append(c)
-        steps = per_direction[0] if directions == 1 else [cat([fw, bw], -1) for fw, bw in zip(*per_direction)]
-    return cat(steps, 0), stack(final_h, 0), None if c0 is None else stack(final_c, 0)
+    dropout_between = dropout if train else 0.0
+    return run_layers(mode, data, batch_sizes, h0, c0, weights.__getitem__, num_layers, directions, dropout_between)
 
 
 def _flat(mode: str, args: tuple):

@@ -76,14 +76,46 @@ def _step(mode: str, gates_x: Tensor, h: Tensor, c: Tensor | None, w_hh, b_hh, w
     return h, c
 
 
-def _run_direction(mode, steps, batch_sizes, h, c, weights, reverse: bool):
-    """Runs one direction of one layer over ``steps`` (one tensor per step, ``batch_sizes[t]`` rows)."""
+def run_layers(
+    mode: str,
+    rows: Tensor,
+    batch_sizes: list,
+    h0: Tensor,
+    c0,
+    weights_of,
+    num_layers: int,
+    directions: int,
+    dropout: float,
+):
+    """Every layer over packed ``rows`` ``(N, I)``, ``batch_sizes[t]`` rows per step; returns (output rows,
+    h_n, c_n). ``weights_of(index)``: the weights of layer ``index // directions``'s direction
+    ``index % directions``; ``dropout`` between layers (0 outside training)."""
+    final_h, final_c = [], []
+    for layer in range(num_layers):
+        if layer > 0 and dropout > 0:
+            rows = F.dropout(rows, dropout, True)
+        per_direction = []
+        for direction in range(directions):
+            index = layer * directions + direction
+            c = None if c0 is None else c0[index]
+            outputs, h, c = _run_direction(mode, rows, batch_sizes, h0[index], c, weights_of(index), direction == 1)
+            per_direction.append(cat(outputs, 0))
+            final_h.append(h)
+            final_c.append(c)
+        rows = per_direction[0] if directions == 1 else cat(per_direction, -1)
+    return rows, stack(final_h, 0), None if c0 is None else stack(final_c, 0)
+
+
+def _run_direction(mode, rows, batch_sizes, h, c, weights, reverse: bool):
+    """Runs one direction of one layer over packed ``rows`` (``batch_sizes[t]`` rows per step); returns
+    each step's output, and the final (h, c)."""
     w_ih, w_hh, b_ih, b_hh, w_hr = weights
-    # Every step's input projection in one product, taken apart again in one Split (whose gradient is
-    # one Concat; a slice per step had a Pad to the whole sequence each, summed: quadratic in the steps).
-    projected = _rows_by_step(F.linear(cat(steps, 0), w_ih, b_ih), [step.shape[0] for step in steps])
-    outputs = [None] * len(steps)
-    order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
+    # Every step's input projection in one product, taken apart in one Split (whose gradient is one
+    # Concat; a slice per step had a Pad to the whole sequence each, summed: quadratic in the steps).
+    projected = _rows_by_step(F.linear(rows, w_ih, b_ih), batch_sizes)
+    steps = len(batch_sizes)
+    outputs = [None] * steps
+    order = range(steps - 1, -1, -1) if reverse else range(steps)
     full = h.shape[0]
     for t in order:
         running = batch_sizes[t]
@@ -285,28 +317,12 @@ class RNNBase(Module):
         """Runs every layer; ``input`` is packed data ``(N, I)`` split by ``batch_sizes``; returns
         (output data, h_n, c_n)."""
         directions = 2 if self.bidirectional else 1
-        steps = _rows_by_step(input, batch_sizes)
-        final_h, final_c = [], []
-        for layer in range(self.num_layers):
-            if layer > 0 and self.dropout > 0 and self.training:
-                steps = _rows_by_step(F.dropout(cat(steps, 0), self.dropout, True), batch_sizes)
-            per_direction = []
-            for direction in range(directions):
-                index = layer * directions + direction
-                outputs, h, c = _run_direction(
-                    self.mode,
-                    steps,
-                    batch_sizes,
-                    hx[index],
-                    None if cx is None else cx[index],
-                    self._layer_weights(layer, direction),
-                    reverse=direction == 1,
-                )
-                per_direction.append(outputs)
-                final_h.append(h)
-                final_c.append(c)
-            steps = per_direction[0] if directions == 1 else [cat([fw, bw], -1) for fw, bw in zip(*per_direction)]
-        return cat(steps, 0), stack(final_h, 0), None if cx is None else stack(final_c, 0)
+        dropout = self.dropout if self.training else 0.0
+
+        def weights_of(index: int):
+            return self._layer_weights(index // directions, index % directions)
+
+        return run_layers(self.mode, input, batch_sizes, hx, cx, weights_of, self.num_layers, directions, dropout)
 
     def _forward(self, input, hx, name: str):
         is_lstm = self.mode == "LSTM"
