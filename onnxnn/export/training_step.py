@@ -80,9 +80,10 @@ def _initialize_state(model, optimizer, parameters: list[Tensor]) -> None:
     Rprop's step sizes at ``lr``, ASGD's ``eta`` and ``mu``, NAdam's ``mu_product``, Adagrad's
     ``initial_accumulator_value``) for the parameters that have a gradient, so every parameter is
     given a zero one meanwhile. A dry step then creates the entries a step makes (SGD's momentum
-    buffer); its effect on the parameters and the existing entries is undone, and those entries
-    start at zeros (with dampening 0, a zero buffer gives the same first step as PyTorch's copy of
-    the gradient).
+    buffer, and under ``capturable`` a dampened buffer's update count); its effect on the parameters
+    and the existing entries is undone, and those entries start at zeros (a zero buffer whose count
+    is 0 takes the whole gradient at its first update, as PyTorch's copy of it). The export drops
+    the entries it created when it is done (``_forget_new_state``).
     """
     existing_tensors = _state_tensors(optimizer)  # (Adagrad makes its state when it is built)
     existing = {(id(param), key) for param, key, _ in existing_tensors}
@@ -104,6 +105,20 @@ def _initialize_state(model, optimizer, parameters: list[Tensor]) -> None:
                 value, first if first is not None else value_of(full_tensor(value.shape, 0, value.dtype, value.device))
             )
     realize_values([value for _, _, value in _state_tensors(optimizer)])
+
+
+def _forget_new_state(optimizer, state_keys: dict) -> None:
+    """Drops the optimizer's state entries that the export created (``state_keys``: each parameter's
+    entries before it). Left behind, they would change the optimizer's next step: a zero momentum
+    buffer, where PyTorch's first step copies the gradient, dampens it."""
+    for param in list(optimizer.state):
+        kept = state_keys.get(param)
+        if kept is None:
+            del optimizer.state[param]
+            continue
+        entries = optimizer.state[param]
+        for key in [key for key in entries if key not in kept]:
+            del entries[key]
 
 
 def _use_capturable_steps(optimizer) -> list:
@@ -186,6 +201,7 @@ def training_step_to_onnx(
     buffers = dict(model.named_buffers())
     previous_mode = model.training
     capturable_groups = _use_capturable_steps(optimizer)
+    state_keys = {param: set(entries) for param, entries in optimizer.state.items()}
     realize_values(list(named_parameters.values()) + list(buffers.values()) + batch)
     try:
         _initialize_state(model, optimizer, trained)
@@ -214,6 +230,7 @@ def training_step_to_onnx(
             model.train(previous_mode)
     finally:
         _restore_capturable(capturable_groups)
+        _forget_new_state(optimizer, state_keys)
     _reject_host_updates(optimizer, carried, start_values, end_values)
 
     outputs = [value_of(loss)] + [end_values[name] for name, _ in carried]

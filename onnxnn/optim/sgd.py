@@ -18,6 +18,7 @@ from .step_recording import (
     _check_differentiable,
     _hyperparameter_scalar,
     _hyperparameter_value,
+    _new_step_tensor,
     _occurrences,
     _picked,
     _record_formula_updates,
@@ -114,6 +115,12 @@ class SGD(Optimizer):
 
     def _update_group(self, group: dict) -> list[Tensor]:
         params, grads, momentum_buffers = self._init_group(group)
+        # Under ``capturable`` (PyTorch's SGD has no such option; an exported training step sets it) a
+        # dampened buffer counts its updates in the graph: its first update takes the whole gradient,
+        # which a count fixed when the step was recorded cannot say at each run of the graph.
+        counts = None
+        if group.get("capturable", False) and group["momentum"] != 0 and group["dampening"] != 0:
+            counts = [self.state[param].setdefault("step", _new_step_tensor(param.device)) for param in params]
         sgd(
             params,
             grads,
@@ -124,8 +131,9 @@ class SGD(Optimizer):
             dampening=group["dampening"],
             nesterov=group["nesterov"],
             maximize=group["maximize"],
+            update_counts=counts,
         )
-        updated = list(params)
+        updated = list(params) + (counts or [])
         if group["momentum"] != 0:
             for param, buffer in zip(params, momentum_buffers):
                 self.state[param]["momentum_buffer"] = buffer
@@ -144,11 +152,15 @@ def sgd(
     dampening: float,
     nesterov: bool,
     maximize: bool,
+    update_counts: list[Tensor] | None = None,
 ) -> None:
     """Functional SGD: records the update of every tensor in ``params`` (lazily, in place).
 
     ``momentum_buffer_list`` entries that are None are filled with new buffers (the first step
-    copies the gradient). Nothing is computed until the values are realized.
+    copies the gradient). ``update_counts``: each buffer's count of updates so far, a 0-d tensor
+    read and incremented in the graph (a buffer whose count is 0 takes the whole gradient), for a
+    step recorded once and run many times; by default the buffers that exist count as updated.
+    Nothing is computed until the values are realized.
     """
     if momentum == 0:
         _plain_updates(params, d_p_list, weight_decay=weight_decay, lr=lr, maximize=maximize)
@@ -167,6 +179,7 @@ def sgd(
             lr=lr,
             dampening=dampening,
             nesterov=nesterov,
+            update_counts=update_counts,
         )
         return
 
@@ -203,21 +216,25 @@ def _momentum_updates(
     lr: float,
     dampening: float,
     nesterov: bool,
+    update_counts: list[Tensor] | None,
 ) -> None:
     """Records one fused Momentum node (runtime/ops/training.py) per dtype and device of the parameters.
 
     Its update count is 0 for parameters without a buffer yet (their buffer starts as the whole
     gradient, as PyTorch's does) and 1 for the others; only that distinction changes the result.
-    A parameter listed twice is updated once per occurrence, by successive nodes, as PyTorch does.
+    Parameters with an ``update_counts`` entry each take a node of their own, whose count is read
+    from it in the graph. A parameter listed twice is updated once per occurrence, by successive
+    nodes, as PyTorch does.
     """
     attributes = {"mode": "nesterov" if nesterov else "standard"}
     groups: dict = {}
     occurrences = _occurrences(params)
     for index, param in enumerate(params):
         weight = value_of(param)
-        key = (weight.dtype, weight.device, buffers[index] is None, occurrences[index])
+        own = index if update_counts is not None else None
+        key = (weight.dtype, weight.device, buffers[index] is None, occurrences[index], own)
         groups.setdefault(key, []).append(index)
-    for (dtype, device, first_update, _), indices in groups.items():
+    for (dtype, device, first_update, _, own), indices in groups.items():
         weights = [value_of(params[i]) for i in indices]
         velocities = [_zeros_value(weights[k]) if first_update else value_of(buffers[i]) for k, i in enumerate(indices)]
         # float16/bfloat16 updates get float32 hyperparameters, PyTorch's "opmath": the node rounds
@@ -227,9 +244,15 @@ def _momentum_updates(
         def scalar(name: str, value) -> Value:
             return _hyperparameter_scalar(name, value, scalar_dtype, device)
 
+        if own is None:
+            count = _UPDATE_COUNTS[not first_update]
+        else:  # the count before this update, then counted up
+            step = update_counts[own]  # type: ignore[index]
+            count = value_of(step.to(dtypes.int64))
+            record_update(step, step + 1.0)
         inputs = (
             scalar("lr", lr),
-            _UPDATE_COUNTS[not first_update],
+            count,
             scalar("momentum", momentum),
             scalar("1-dampening", 1 - dampening) if dampening != 0 else None,
             scalar("weight_decay", weight_decay) if weight_decay != 0 else None,

@@ -15,6 +15,8 @@ OPTIMIZERS = [
     ("sgd", lambda p: onnxnn.optim.SGD(p, lr=0.1)),
     ("sgd_momentum_weight_decay", lambda p: onnxnn.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=1e-3)),
     ("sgd_nesterov", lambda p: onnxnn.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True)),
+    # A dampened buffer's first update takes the whole gradient: its count is carried in the graph.
+    ("sgd_dampening", lambda p: onnxnn.optim.SGD(p, lr=0.05, momentum=0.9, dampening=0.5)),
     ("adam", lambda p: onnxnn.optim.Adam(p, lr=0.01)),
     ("adam_amsgrad", lambda p: onnxnn.optim.Adam(p, lr=0.01, amsgrad=True)),
     ("adamw", lambda p: onnxnn.optim.AdamW(p, lr=0.01, weight_decay=0.1)),
@@ -93,6 +95,30 @@ def test_n_exported_steps_equal_n_onnxnn_steps(name, make_optimizer):
             if isinstance(value, onnxnn.Tensor) and f"optimizer.{key}.{state_key}" in state:
                 carried = state[f"optimizer.{key}.{state_key}"]
                 np.testing.assert_allclose(carried, value.numpy(), rtol=1e-4, atol=1e-6, err_msg=state_key)
+
+
+@pytest.mark.parametrize("name", ["sgd_dampening", "adam", "rprop"])
+def test_training_after_an_export_is_training_as_if_it_never_happened(name):
+    # The export creates the optimizer's state to record a step; left behind, a zero momentum buffer
+    # would dampen the next eager step's gradient where PyTorch's first step copies it.
+    make_optimizer = dict(OPTIMIZERS)[name]
+    x, y = onnxnn.randn(16, 4), onnxnn.randn(16, 2)
+    weights = []
+    for export_first in (True, False):
+        onnxnn.manual_seed(0)
+        net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        optimizer = make_optimizer(net.parameters())
+        if export_first:
+            training_step_to_onnx(net, F.mse_loss, optimizer, (x, y))
+            assert all(not state for state in optimizer.state.values())
+        for _ in range(3):
+            loss = F.mse_loss(net(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        weights.append([param.detach().numpy() for param in net.parameters()])
+    for exported_first, fresh in zip(*weights):
+        np.testing.assert_array_equal(exported_first, fresh)
 
 
 def test_batchnorm_buffers_are_carried_state():
