@@ -541,6 +541,9 @@ def sum_to_shape(gradient, shape: tuple):
     for axis, size in enumerate(shape):
         if size == 1 and gradient.shape[axis + extra] != 1:
             axes.append(axis + extra)
+    if axes and len(axes) == extra:
+        # Only leading dims added by broadcasting (a bias's gradient): summed away, no Reshape after.
+        return gradient.sum(dim=axes, keepdim=False)
     if axes:
         gradient = gradient.sum(dim=axes, keepdim=True)
     return gradient.reshape(shape)

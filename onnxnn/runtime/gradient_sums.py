@@ -9,11 +9,16 @@ weight-sized result, summed by an Add each. An LSTM of hidden size 256 over 16 s
 32: sixteen GEMMs of 32 rows and fifteen Adds of a 256 x 1024 matrix, against one GEMM of 512 rows
 and the Concats of the rows (a quarter of one such matrix).
 
-It is taken only where the rows copied are fewer than the sums saved read and write (a weight shared
-by two products over large batches keeps its Adds), and not while the backward is recorded for
-differentiation (``create_graph``: the products' inputs are then tensors with a history of their own,
-which this does not follow). The result equals the sum up to float rounding (one product's
-accumulation order instead of several products' and the sums').
+Likewise a bias added at every step gets one sum of rows per step, ``ReduceSum(g_i, axes=[0])``:
+from four of them on, their sum is ``ReduceSum(Concat(g_i), axes=[0])``, two nodes for two per step
+(the same LSTM's training row: 2-3% faster). Its Concat is the one the weight's product takes
+(the same rows), which onnxruntime computes once (its common-subexpression elimination).
+
+The product is taken only where the rows copied are fewer than the sums saved read and write (a
+weight shared by two products over large batches keeps its Adds); neither is taken while the
+backward is recorded for differentiation (``create_graph``: the products' inputs are then tensors
+with a history of their own, which this does not follow). The result equals the sum up to float
+rounding (one product's or one sum's accumulation order instead of several and their sums').
 """
 
 from __future__ import annotations
@@ -28,12 +33,17 @@ if TYPE_CHECKING:
 
 __all__ = ["summed"]
 
+# The fewest row sums taken as one: below it the Concat's copy outweighs the nodes it saves.
+_LEAST_ROW_SUMS = 4
+
 
 def summed(gradients: list) -> Tensor:
     """The sum of ``gradients`` (two or more Tensors of one shape), as one product over their rows
-    where each is a pending ``Gemm(a, b, transA=1)`` and that pays (see the module doc), else added
-    in order."""
+    where each is a pending ``Gemm(a, b, transA=1)`` and that pays, as one sum over their rows where
+    each is a pending sum of a matrix's rows (see the module doc), else added in order."""
     merged = _one_product(gradients)
+    if merged is None:
+        merged = _one_row_sum(gradients)
     if merged is not None:
         return merged
     total = gradients[0]
@@ -67,3 +77,28 @@ def _one_product(gradients: list) -> Tensor | None:
     left = apply_op("Concat", tuple(tensor(node.inputs[0]) for node in nodes), {"axis": 0}, "CatBackward0")
     right = apply_op("Concat", tuple(tensor(node.inputs[1]) for node in nodes), {"axis": 0}, "CatBackward0")
     return apply_op("Gemm", (left, right), first.attrs, "MmBackward0")
+
+
+# ReduceSum's axes input for a matrix's rows, as ``sum(dim=[0])`` records it.
+_ROWS = ("c", "int64", (1,), (0).to_bytes(8, "little"))
+
+
+def _one_row_sum(gradients: list) -> Tensor | None:
+    """``ReduceSum(Concat(g_i), axes=[0])`` for gradients that are each ``ReduceSum(g_i, axes=[0])`` of a
+    matrix ``g_i``: a bias added at every step of a recurrence gets one gradient per step."""
+    if is_grad_enabled() or len(gradients) < _LEAST_ROW_SUMS:
+        return None
+    rows = []
+    for gradient in gradients:
+        value = gradient._value
+        node = value.node if value.data is None else None
+        if node is None or node.op_type != "ReduceSum" or node.domain or len(node.inputs) != 2:
+            return None
+        if node.attrs.get("keepdims", 1) != 0 or node.inputs[1].static != _ROWS or len(node.inputs[0].shape) != 2:
+            return None
+        rows.append(node.inputs[0])
+    if any(row.dtype is not rows[0].dtype for row in rows):
+        return None
+    tensor, apply_op = _tensor.Tensor._from_value, _tensor.apply_op
+    stacked = apply_op("Concat", tuple(tensor(row) for row in rows), {"axis": 0}, "CatBackward0")
+    return stacked.sum(dim=[0], keepdim=False)

@@ -1,7 +1,8 @@
 """The gradients a value gets from its several uses are summed as one product over their rows where
-each is a row product ``a_i^T b_i`` and that pays (runtime/gradient_sums.py): a weight read at every
-step of a recurrence. Specification: the sum's value (against float64 within its rounding), the
-nodes recorded, and where the plain sum stays.
+each is a row product ``a_i^T b_i`` and that pays, and as one sum over their rows where each is a
+sum of a matrix's rows (runtime/gradient_sums.py): a weight and a bias read at every step of a
+recurrence. Specification: the sum's value (against float64 within its rounding), the nodes
+recorded, and where the plain sum stays.
 """
 
 from __future__ import annotations
@@ -72,3 +73,39 @@ def test_a_recurrent_layers_hidden_weight_gets_one_product_over_every_step(mode)
     product = layer.weight_hh_l0.grad._value.node
     assert product.op_type == "Gemm" and [value.node.op_type for value in product.inputs] == ["Concat", "Concat"]
     assert [value.shape[0] for value in product.inputs] == [36, 36]
+
+
+def _shared_bias_gradient(uses: int, rows: int = 3, columns: int = 8):
+    """``sum_i (x_i + b) * c_i`` for ``uses`` inputs of ``rows`` rows: b's gradient and the float64 one."""
+    rng = np.random.default_rng(uses)
+    xs = [rng.standard_normal((rows, columns)).astype(np.float32) for _ in range(uses)]
+    cs = [rng.standard_normal((rows, columns)).astype(np.float32) for _ in range(uses)]
+    bias = onnxnn.tensor(rng.standard_normal(columns).astype(np.float32), requires_grad=True)
+    loss = sum(((onnxnn.tensor(x) + bias) * onnxnn.tensor(c)).sum() for x, c in zip(xs, cs))
+    (gradient,) = onnxnn.autograd.grad(loss, [bias])
+    stacked = np.concatenate(cs).astype(np.float64)
+    return gradient, stacked.sum(0), gamma(rows * uses) * np.abs(stacked).sum(0)
+
+
+@pytest.mark.parametrize("uses, one_sum", [(3, False), (4, True), (16, True)])
+def test_a_bias_added_at_many_uses_gets_one_sum_over_their_rows(uses, one_sum):
+    # From four uses on, one ReduceSum of the rows concatenated (a Concat) replaces a ReduceSum and an
+    # Add per use; fewer keep their sum.
+    gradient, expected, bound = _shared_bias_gradient(uses)
+    recorded = pending_op_types(gradient)
+    if one_sum:
+        assert recorded.count("ReduceSum") == 1 and recorded.count("Concat") == 1 and "Add" not in recorded
+    else:
+        assert recorded.count("ReduceSum") == uses and "Concat" not in recorded
+    assert_within(gradient.numpy(), expected, bound)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN"])
+def test_a_recurrent_layers_hidden_bias_gets_one_sum_over_every_step(mode):
+    onnxnn.manual_seed(0)
+    layer = getattr(onnxnn.nn, mode)(8, 16)
+    output, _ = layer(onnxnn.randn(12, 3, 8))
+    output.square().sum().backward()
+    row_sum = layer.bias_hh_l0.grad._value.node
+    assert row_sum.op_type == "ReduceSum" and row_sum.inputs[0].node.op_type == "Concat"
+    assert row_sum.inputs[0].shape[0] == 36
