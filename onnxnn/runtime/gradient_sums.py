@@ -52,19 +52,31 @@ def summed(gradients: list) -> Tensor:
     return total
 
 
-def _one_product(gradients: list) -> Tensor | None:
+def _producers(gradients: list, op_type: str, inputs: int) -> list | None:
+    """The nodes computing ``gradients``, each a pending default-domain ``op_type`` node of ``inputs``
+    inputs, or None (also while the backward is recorded for differentiation)."""
     if is_grad_enabled():
         return None
     nodes = []
     for gradient in gradients:
         value = gradient._value
         node = value.node if value.data is None else None
-        if node is None or node.op_type != "Gemm" or node.domain or len(node.inputs) != 2:
-            return None
-        attrs = node.attrs
-        if len(attrs) != 1 or attrs.get("transA") != 1:
+        if node is None or node.op_type != op_type or node.domain or len(node.inputs) != inputs:
             return None
         nodes.append(node)
+    return nodes
+
+
+def _rows_of(values: list) -> Tensor:
+    """``values`` (matrices) concatenated along their rows."""
+    tensor = _tensor.Tensor._from_value
+    return _tensor.apply_op("Concat", tuple(tensor(value) for value in values), {"axis": 0}, "CatBackward0")
+
+
+def _one_product(gradients: list) -> Tensor | None:
+    nodes = _producers(gradients, "Gemm", 2)
+    if nodes is None or any(len(node.attrs) != 1 or node.attrs.get("transA") != 1 for node in nodes):
+        return None
     first = nodes[0]
     if any(node.inputs[0].dtype is not first.inputs[0].dtype for node in nodes):
         return None
@@ -73,10 +85,8 @@ def _one_product(gradients: list) -> Tensor | None:
     # The rows copied into the Concats against the Adds' reads and writes of the weight-sized sums.
     if rows * (inner + outer) > 3 * inner * outer * (len(nodes) - 1):
         return None
-    tensor, apply_op = _tensor.Tensor._from_value, _tensor.apply_op
-    left = apply_op("Concat", tuple(tensor(node.inputs[0]) for node in nodes), {"axis": 0}, "CatBackward0")
-    right = apply_op("Concat", tuple(tensor(node.inputs[1]) for node in nodes), {"axis": 0}, "CatBackward0")
-    return apply_op("Gemm", (left, right), first.attrs, "MmBackward0")
+    left, right = _rows_of([node.inputs[0] for node in nodes]), _rows_of([node.inputs[1] for node in nodes])
+    return _tensor.apply_op("Gemm", (left, right), first.attrs, "MmBackward0")
 
 
 # ReduceSum's axes input for a matrix's rows, as ``sum(dim=[0])`` records it.
@@ -86,19 +96,15 @@ _ROWS = ("c", "int64", (1,), (0).to_bytes(8, "little"))
 def _one_row_sum(gradients: list) -> Tensor | None:
     """``ReduceSum(Concat(g_i), axes=[0])`` for gradients that are each ``ReduceSum(g_i, axes=[0])`` of a
     matrix ``g_i``: a bias added at every step of a recurrence gets one gradient per step."""
-    if is_grad_enabled() or len(gradients) < _LEAST_ROW_SUMS:
+    if len(gradients) < _LEAST_ROW_SUMS:
         return None
-    rows = []
-    for gradient in gradients:
-        value = gradient._value
-        node = value.node if value.data is None else None
-        if node is None or node.op_type != "ReduceSum" or node.domain or len(node.inputs) != 2:
-            return None
+    nodes = _producers(gradients, "ReduceSum", 2)
+    if nodes is None:
+        return None
+    for node in nodes:
         if node.attrs.get("keepdims", 1) != 0 or node.inputs[1].static != _ROWS or len(node.inputs[0].shape) != 2:
             return None
-        rows.append(node.inputs[0])
+    rows = [node.inputs[0] for node in nodes]
     if any(row.dtype is not rows[0].dtype for row in rows):
         return None
-    tensor, apply_op = _tensor.Tensor._from_value, _tensor.apply_op
-    stacked = apply_op("Concat", tuple(tensor(row) for row in rows), {"axis": 0}, "CatBackward0")
-    return stacked.sum(dim=[0], keepdim=False)
+    return _rows_of(rows).sum(dim=[0], keepdim=False)

@@ -64,15 +64,18 @@ def test_other_gradients_of_a_shared_value_are_added_in_order():
 
 
 @pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN"])
-def test_a_recurrent_layers_hidden_weight_gets_one_product_over_every_step(mode):
+def test_a_recurrent_layers_hidden_weight_and_bias_get_one_product_and_one_sum_over_every_step(mode):
     onnxnn.manual_seed(0)
     layer = getattr(onnxnn.nn, mode)(8, 16)
     output, _ = layer(onnxnn.randn(12, 3, 8))
     output.square().sum().backward()
-    # W_hh's gradient: one Gemm of the 12 steps' rows (3 each), in W_hh's layout.
+    # W_hh's gradient: one Gemm of the 12 steps' rows (3 each), in W_hh's layout; b_hh's: one row sum.
     product = layer.weight_hh_l0.grad._value.node
     assert product.op_type == "Gemm" and [value.node.op_type for value in product.inputs] == ["Concat", "Concat"]
     assert [value.shape[0] for value in product.inputs] == [36, 36]
+    row_sum = layer.bias_hh_l0.grad._value.node
+    assert row_sum.op_type == "ReduceSum" and row_sum.inputs[0].node.op_type == "Concat"
+    assert row_sum.inputs[0].shape[0] == 36
 
 
 def _shared_bias_gradient(uses: int, rows: int = 3, columns: int = 8):
@@ -98,14 +101,3 @@ def test_a_bias_added_at_many_uses_gets_one_sum_over_their_rows(uses, one_sum):
     else:
         assert recorded.count("ReduceSum") == uses and "Concat" not in recorded
     assert_within(gradient.numpy(), expected, bound)
-
-
-@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN"])
-def test_a_recurrent_layers_hidden_bias_gets_one_sum_over_every_step(mode):
-    onnxnn.manual_seed(0)
-    layer = getattr(onnxnn.nn, mode)(8, 16)
-    output, _ = layer(onnxnn.randn(12, 3, 8))
-    output.square().sum().backward()
-    row_sum = layer.bias_hh_l0.grad._value.node
-    assert row_sum.op_type == "ReduceSum" and row_sum.inputs[0].node.op_type == "Concat"
-    assert row_sum.inputs[0].shape[0] == 36
