@@ -54,6 +54,9 @@ CASES = [
     ("mean_weighted_ignored", SCORES_2D, TARGET_2D, WEIGHT, {"ignore_index": 2}),
     ("spatial_mean_weighted", SCORES_4D, TARGET_4D, WEIGHT, {}),
     ("spatial_none_ignored", SCORES_4D, TARGET_4D, None, {"reduction": "none", "ignore_index": 0}),
+    # An ignored class (its rows' gradient masked) and PyTorch's -100, which chooses no class.
+    ("mean_ignored_class", SCORES_2D, TARGET_2D, None, {"ignore_index": 1}),
+    ("mean_ignored_padding", SCORES_2D, np.array([0, -100, 1, -100]), None, {"ignore_index": -100}),
 ]
 IDS = [case[0] for case in CASES]
 
@@ -136,3 +139,16 @@ def test_softmax_cross_entropy_gradient_through_both_outputs(case):
 def test_shape_rule_names_the_op_and_the_mismatch(op_type, inputs, message):
     with pytest.raises(RuntimeError, match=f"{op_type}: {message}"):
         _record(op_type, inputs(), {}, 1)
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("ignore_index", [-100, 1])
+def test_a_batch_of_ignored_targets_alone_has_a_zero_gradient(ignore_index, executor):
+    # Its loss is 0 / 0 (NaN, as PyTorch's), but no NaN reaches the scores: PyTorch writes nothing there.
+    scores = onnxnn.tensor(_log_softmax(SCORES_2D).astype(np.float32), requires_grad=True)
+    target = onnxnn.tensor(np.full(4, ignore_index))
+    with onnxnn.set_executor(executor):
+        loss = _record("NegativeLogLikelihoodLoss", [scores, target], {"ignore_index": ignore_index}, 1)
+        loss.backward()
+        assert np.isnan(loss.item())
+        np.testing.assert_array_equal(scores.grad.numpy(), np.zeros((4, 3), np.float32))

@@ -73,14 +73,15 @@ def _log_probability_gradient(ctx, g: Tensor, log_probabilities: Tensor) -> Tens
     chosen = eq(target.unsqueeze(1), class_index)
     dtype = log_probabilities.dtype
     ignore_index = ctx.attrs.get("ignore_index")
+    counted = None if ignore_index is None else ne(target, int(ignore_index))
     if ctx.num_inputs > 2 and ctx.input_value(2) is not None:
         weight = ctx.input(2).to(dtype).reshape(class_shape)
         sample_weight = where(chosen, weight, 0.0).sum(1)
-        if ignore_index is not None:
-            sample_weight = where(ne(target, int(ignore_index)), sample_weight, 0.0)
-    elif ignore_index is not None:
+        if counted is not None:
+            sample_weight = where(counted, sample_weight, 0.0)
+    elif counted is not None:
         # Unweighted, each counted target weighs 1: read off the targets, not summed over every class.
-        sample_weight = ne(target, int(ignore_index)).to(dtype)
+        sample_weight = counted.to(dtype)
     else:
         sample_weight = chosen.to(dtype).sum(1)
     reduction = ctx.attrs.get("reduction", "mean")
@@ -88,10 +89,12 @@ def _log_probability_gradient(ctx, g: Tensor, log_probabilities: Tensor) -> Tens
     if reduction == "mean":
         # Divided by the total weight, 0 / 0 = NaN where every counted target weighs 0, as PyTorch's;
         # ignored targets' rows stay 0 (PyTorch writes nothing there), so a batch of padding alone,
-        # 0 / 0 as a loss, has the gradient 0 and sends no NaN to the weights.
+        # 0 / 0 as a loss, has the gradient 0 and sends no NaN to the weights. An ignore_index that
+        # is no class (PyTorch's -100) chooses no class in its rows, where the last Where writes 0.
         total = sample_weight.sum()
-        divided = scaled / total
-        scaled = divided if ignore_index is None else where(ne(target, int(ignore_index)), divided, 0.0)
+        scaled = scaled / total
+        if counted is not None and 0 <= int(ignore_index) < classes:
+            scaled = where(counted, scaled, 0.0)
     return where(chosen, -scaled.unsqueeze(1), 0.0)
 
 
