@@ -11,6 +11,7 @@ import pytest
 
 import onnxnn
 from onnxnn.runtime.fastpath import backward_replay
+from onnxnn.runtime import depth
 from onnxnn.runtime.depth import MAX_PENDING_DEPTH
 from onnxnn.runtime.tensor import apply_op
 
@@ -191,9 +192,12 @@ def test_the_template_cache_is_bounded(monkeypatch) -> None:
     assert backward_replay.replay_info()["templates"] <= 3
 
 
-def test_a_replay_bounds_the_pending_depth_as_recording_does() -> None:
+def test_a_replay_bounds_the_pending_depth_as_recording_does(monkeypatch) -> None:
     # The same structure, first on a realized input, then on one with a long pending history:
-    # the replayed gradient nodes then pass MAX_PENDING_DEPTH and must be realized on the way.
+    # the replayed gradient nodes then pass the backward's bound (here MAX_PENDING_DEPTH, so that
+    # the forward stays pending) and must be realized on the way.
+    monkeypatch.setattr(depth, "MAX_BACKWARD_PENDING_DEPTH", MAX_PENDING_DEPTH)
+
     def weight_gradient(input_depth: int) -> onnxnn.Tensor:
         weight = onnxnn.full((3,), 0.5, requires_grad=True)
         x = onnxnn.tensor([0.1, 0.2, 0.3])
@@ -220,7 +224,28 @@ def test_a_replay_bounds_the_pending_depth_as_recording_does() -> None:
     np.testing.assert_array_equal(replayed.numpy(), general.numpy())
 
 
-def test_a_backward_deep_enough_to_be_realized_on_the_way_is_replayed() -> None:
+def test_a_backward_past_the_forwards_bound_stays_pending_up_to_its_own() -> None:
+    # Sines 3/4 of MAX_PENDING_DEPTH deep: with their backward the history passes MAX_PENDING_DEPTH,
+    # but not MAX_BACKWARD_PENDING_DEPTH, so forward and backward run as one graph when read.
+    weight = onnxnn.tensor([0.1, 0.2, 0.3], requires_grad=True)
+    y = weight * 1.0
+    for _ in range(MAX_PENDING_DEPTH * 3 // 4):
+        y = y.sin()
+    y.sum().backward()
+    gradient = weight.grad._value
+    assert gradient.data is None and MAX_PENDING_DEPTH < gradient.node.depth <= depth.MAX_BACKWARD_PENDING_DEPTH
+    expected = np.array([0.1, 0.2, 0.3])
+    derivative = np.ones(3)
+    for _ in range(MAX_PENDING_DEPTH * 3 // 4):
+        derivative *= np.cos(expected)
+        expected = np.sin(expected)
+    # 450 rounded sines and cosines and their products: a few ulps each, relative.
+    np.testing.assert_allclose(weight.grad.numpy(), derivative, rtol=gamma(4 * 450))
+
+
+def test_a_backward_deep_enough_to_be_realized_on_the_way_is_replayed(monkeypatch) -> None:
+    monkeypatch.setattr(depth, "MAX_BACKWARD_PENDING_DEPTH", MAX_PENDING_DEPTH)
+
     # Sines 3/4 of MAX_PENDING_DEPTH deep keep the forward pending; their backward passes it and is realized
     # while recorded. That depends on structure only, so the next backward replays it.
     def weight_gradient(scale: float) -> np.ndarray:
