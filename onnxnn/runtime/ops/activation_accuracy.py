@@ -46,7 +46,7 @@ from ...ir.registry import (
 from .nn_ops import is_pytorchs_hard_sigmoid
 from .opmath import REDUCED_FLOATS
 
-__all__: list[str] = []
+__all__ = ["FormBuilder", "exact_sigmoid"]
 
 # The dtype each form computes in: float16 and bfloat16 in float32, rounded once (PyTorch's "opmath").
 _COMPUTED_IN = {dtypes.float32: dtypes.float32}
@@ -57,8 +57,8 @@ _SELU_ALPHA = 1.67326319217681884765625  # ONNX's defaults (float32 attributes)
 _SELU_GAMMA = 1.05070102214813232421875
 
 
-class _Builder:
-    """Collects nodes and scalar constants of one lowering, in the dtype it computes in."""
+class FormBuilder:
+    """Collects nodes and scalar constants of one lowering (or decomposition), in the dtype it computes in."""
 
     def __init__(self, fresh_name, computed):
         self.fresh_name, self.computed = fresh_name, computed
@@ -85,7 +85,7 @@ def _lowering(form, computed_in: dict = _COMPUTED_IN):
         computed = computed_in.get(dtype)
         if computed is None:
             return None
-        build = _Builder(fresh_name, computed)
+        build = FormBuilder(fresh_name, computed)
         x = input_names[0]
         if computed is not dtype:
             x = build.op("Cast", x, to=computed.onnx_type)
@@ -102,7 +102,7 @@ def _lowering(form, computed_in: dict = _COMPUTED_IN):
     return lower
 
 
-def _expm1(build: _Builder, x: str) -> str:
+def _expm1(build: FormBuilder, x: str) -> str:
     """Kahan's ``exp(x) - 1`` for x <= 0 (any value for x > 0, which the callers do not select).
 
     ``u = exp(x)``: ``(u - 1) * (x / log(u))``, x itself where u rounds to 1 (-0 stays -0: x is
@@ -116,7 +116,7 @@ def _expm1(build: _Builder, x: str) -> str:
     return build.op("Where", build.op("Less", u, one), kahan, x)
 
 
-def _exponential_linear(build: _Builder, x: str, input_scale: float, negative_scale: float, positive_scale: float):
+def _exponential_linear(build: FormBuilder, x: str, input_scale: float, negative_scale: float, positive_scale: float):
     """``x * positive_scale`` for x > 0, else ``negative_scale * expm1(x * input_scale)`` (PyTorch's elu kernel)."""
     # x >= -87: exp stays normal (expm1 is -1 in float32 from -17.4 on); a NaN stays NaN (Max propagates it).
     scaled = x if input_scale == 1.0 else build.op("Mul", x, build.constant(input_scale))
@@ -128,11 +128,14 @@ def _exponential_linear(build: _Builder, x: str, input_scale: float, negative_sc
     return build.op("Where", build.op("Greater", x, build.constant(0.0)), positive, negative)
 
 
-def _sigmoid(build, x, attrs):
+def exact_sigmoid(build: FormBuilder, x: str) -> str:
+    """PyTorch's sigmoid, ``1 / (1 + exp(-x))``, as nodes: what onnxnn's sessions run for a Sigmoid."""
     return build.op("Reciprocal", build.op("Add", build.op("Exp", build.op("Neg", x)), build.constant(1.0)))
 
 
-session_lowerings.register("Sigmoid")(_lowering(_sigmoid, _COMPUTED_IN_WITH_FLOAT64))
+session_lowerings.register("Sigmoid")(
+    _lowering(lambda build, x, attrs: exact_sigmoid(build, x), _COMPUTED_IN_WITH_FLOAT64)
+)
 
 
 @session_lowerings.register("Elu")
@@ -155,7 +158,7 @@ def _celu(build, x, attrs):
     return _exponential_linear(build, x, 1.0 / alpha, alpha, 1.0)
 
 
-def _clamped_shift(build: _Builder, x: str) -> str:
+def _clamped_shift(build: FormBuilder, x: str) -> str:
     """``clamp(x + 3, 0, 6)``: x + 3 is exact where the result is near 0 (Sterbenz)."""
     return build.op("Clip", build.op("Add", x, build.constant(3.0)), build.constant(0.0), build.constant(6.0))
 

@@ -43,16 +43,24 @@ def _elu_grad(ctx, g):
     return (where(x <= 0, negative, g),)
 
 
+def sigmoid_gradient(g: Tensor, out: Tensor) -> Tensor:
+    """The gradient of ``out = sigmoid(x)`` for ``g``, the output's: ``g * out * (1 - out)``."""
+    return g * out * (1 - out)
+
+
+def tanh_gradient(g: Tensor, out: Tensor) -> Tensor:
+    """The gradient of ``out = tanh(x)`` for ``g``, the output's: ``g * (1 - out * out)``."""
+    return g * (1 - out * out)
+
+
 @gradient_rules.register("Sigmoid")
 def _sigmoid_grad(ctx, g):
-    out = ctx.output()
-    return (g * out * (1 - out),)
+    return (sigmoid_gradient(g, ctx.output()),)
 
 
 @gradient_rules.register("Tanh")
 def _tanh_grad(ctx, g):
-    out = ctx.output()
-    return (g * (1 - out * out),)
+    return (tanh_gradient(g, ctx.output()),)
 
 
 @gradient_rules.register("Softplus")

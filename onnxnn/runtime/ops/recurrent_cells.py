@@ -40,8 +40,7 @@ autograd differentiates.
 
 from __future__ import annotations
 
-import numpy as np
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from ...ir import dtypes
 from ...ir.domains import ONNXNN_DOMAIN
@@ -49,8 +48,9 @@ from ...ir.mode import MODE
 from ...ir.registry import decompositions, gradient_rules, shape_rules, unmaterialized_gradients
 from ..grad_mode import is_grad_enabled
 from ..tensor import Tensor, apply_op
+from .activation_accuracy import FormBuilder, exact_sigmoid
+from .activations import sigmoid_gradient, tanh_gradient
 from .shape import cat
-from .training import node_emitter
 
 __all__ = ["fused_lstm_cell", "fused_gru_cell", "fuses_cell"]
 
@@ -165,21 +165,16 @@ def _gru_gradient_shape(inputs, attrs):
 # ---------------------------------------------------------------- decompositions
 
 
-class _Emitter:
+class _Emitter(FormBuilder):
     """Nodes and constants of one decomposition, with the formulas the replaced ops' rules write."""
 
     def __init__(self, fresh_name, dtype):
-        self.fresh_name = fresh_name
-        self.nodes: list = []
-        self.initializers: list = []
-        self.emit = node_emitter(self.nodes, fresh_name)
-        self.one = fresh_name("one")
-        self.initializers.append(numpy_helper.from_array(np.array(1, dtype.numpy_dtype), self.one))
+        super().__init__(fresh_name, dtype)
+        self.emit = self.op
+        self.one = self.constant(1.0)
 
     def sigmoid(self, x: str) -> str:
-        """activation_accuracy's sigmoid, ``1 / (1 + exp(-x))``."""
-        emit = self.emit
-        return emit("Reciprocal", emit("Add", emit("Exp", emit("Neg", x)), self.one))
+        return exact_sigmoid(self, x)
 
     def split(self, x: str, outputs: list) -> None:
         """``x``'s gate blocks into ``outputs`` (None: a block nothing reads)."""
@@ -189,13 +184,15 @@ class _Emitter:
         )
 
     def sigmoid_gradient(self, grad: str, s: str) -> str:
-        return self.emit("Mul", self.emit("Mul", grad, s), self.emit("Sub", self.one, s))
+        """``sigmoid_gradient``'s ``(g * s) * (1 - s)``."""
+        return self.op("Mul", self.op("Mul", grad, s), self.op("Sub", self.one, s))
 
     def tanh_gradient(self, grad: str, t: str) -> str:
-        return self.emit("Mul", grad, self.emit("Sub", self.one, self.emit("Mul", t, t)))
+        """``tanh_gradient``'s ``g * (1 - t * t)``."""
+        return self.op("Mul", grad, self.op("Sub", self.one, self.op("Mul", t, t)))
 
     def result(self) -> tuple:
-        return self.nodes, self.initializers
+        return self.nodes, self.constants
 
 
 @decompositions.register(LSTM_CELL, domain=ONNXNN_DOMAIN)
@@ -291,11 +288,11 @@ def _gate_gradients(blocks: list, like: Tensor) -> Tensor | None:
 
 
 def _sigmoid_gradient(grad: Tensor | None, s: Tensor) -> Tensor | None:
-    return None if grad is None else grad * s * (1 - s)
+    return None if grad is None else sigmoid_gradient(grad, s)
 
 
 def _tanh_gradient(grad: Tensor | None, t: Tensor) -> Tensor | None:
-    return None if grad is None else grad * (1 - t * t)
+    return None if grad is None else tanh_gradient(grad, t)
 
 
 @gradient_rules.register(LSTM_CELL, domain=ONNXNN_DOMAIN)
