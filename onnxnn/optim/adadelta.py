@@ -6,7 +6,7 @@ from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_learning_rate
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     _decay_factor,
@@ -60,10 +60,7 @@ class Adadelta(Optimizer):
         maximize: bool = False,
         differentiable: bool = False,
     ) -> None:
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        _check_learning_rate(lr)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Invalid rho value: {rho}")
         if not 0.0 <= eps:
@@ -90,21 +87,7 @@ class Adadelta(Optimizer):
             group.setdefault("maximize", False)
 
     def _init_group(self, group: dict):
-        params, grads, square_avgs, acc_deltas, steps = [], [], [], [], []
-        for param in group["params"]:
-            if param.grad is None:
-                continue
-            params.append(param)
-            grads.append(param.grad)
-            state = self.state[param]
-            if len(state) == 0:
-                state["step"] = _new_step_tensor()
-                state["square_avg"] = _zeros_like(param)
-                state["acc_delta"] = _zeros_like(param)
-            square_avgs.append(state["square_avg"])
-            acc_deltas.append(state["acc_delta"])
-            steps.append(state["step"])
-        return params, grads, square_avgs, acc_deltas, steps
+        return self._group_states(group, ("square_avg", "acc_delta", "step"), _fresh_state)
 
     def _update_group(self, group: dict) -> list[Tensor]:
         params, grads, square_avgs, acc_deltas, steps = self._init_group(group)
@@ -184,3 +167,7 @@ def _opmath_step(
     step.store(square_avg, new_square_avg)
     step.store(acc_delta, new_acc_delta)
     step.store(param, step.add(weights, delta, "-lr", -lr))
+
+
+def _fresh_state(param: Tensor) -> dict:
+    return {"step": _new_step_tensor(), "square_avg": _zeros_like(param), "acc_delta": _zeros_like(param)}

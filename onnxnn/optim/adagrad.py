@@ -7,7 +7,7 @@ from typing import Iterable
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import full_tensor
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_learning_rate
 from .step_recording import _check_differentiable, _new_step_tensor, _record_fused_updates
 
 __all__ = ["Adagrad", "adagrad"]
@@ -54,10 +54,7 @@ class Adagrad(Optimizer):
         differentiable: bool = False,
         fused: bool | None = None,
     ) -> None:
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        _check_learning_rate(lr)
         if not 0.0 <= lr_decay:
             raise ValueError(f"Invalid lr_decay value: {lr_decay}")
         if not 0.0 <= weight_decay:

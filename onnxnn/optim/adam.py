@@ -8,7 +8,7 @@ from ..ir.device import CPU
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import record_update
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_adam_hyperparameters
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     OpmathStep,
@@ -199,22 +199,10 @@ class AdamW(Adam):
 
 def _validate_adam_arguments(lr, betas, eps, weight_decay, foreach, capturable) -> tuple:
     """Raises PyTorch's errors for bad arguments; returns ``betas`` as a tuple, one-element tensors 0-d."""
-    if isinstance(lr, Tensor):
-        # Refused as PyTorch refuses it (its foreach step cannot take a tensor lr), though onnxnn could.
-        if foreach and not capturable:
-            raise ValueError("lr as a Tensor is not supported for capturable=False and foreach=True")
-        if lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-    if not 0.0 <= lr:
-        raise ValueError(f"Invalid learning rate: {lr}")
-    if not 0.0 <= eps:
-        raise ValueError(f"Invalid epsilon value: {eps}")
-    if not 0.0 <= betas[0] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-    if not 0.0 <= betas[1] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-    if not 0.0 <= weight_decay:
-        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+    # Refused as PyTorch refuses it (its foreach step cannot take a tensor lr), though onnxnn could.
+    if isinstance(lr, Tensor) and foreach and not capturable:
+        raise ValueError("lr as a Tensor is not supported for capturable=False and foreach=True")
+    _check_adam_hyperparameters(lr, eps, betas, weight_decay)
     if not all(isinstance(beta, float) for beta in betas[:2]) and not all(
         isinstance(beta, Tensor) for beta in betas[:2]
     ):

@@ -6,7 +6,7 @@ from typing import Iterable
 
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_adam_hyperparameters
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     _decay_factor,
@@ -61,18 +61,7 @@ class Adamax(Optimizer):
         differentiable: bool = False,
         capturable: bool = False,
     ) -> None:
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_adam_hyperparameters(lr, eps, betas, weight_decay)
         _check_differentiable(differentiable)
         defaults = dict(
             lr=lr,
@@ -93,21 +82,7 @@ class Adamax(Optimizer):
             group.setdefault("maximize", False)
 
     def _init_group(self, group: dict):
-        params, grads, exp_avgs, exp_infs, steps = [], [], [], [], []
-        for param in group["params"]:
-            if param.grad is None:
-                continue
-            params.append(param)
-            grads.append(param.grad)
-            state = self.state[param]
-            if len(state) == 0:
-                state["step"] = _new_step_tensor()
-                state["exp_avg"] = _zeros_like(param)
-                state["exp_inf"] = _zeros_like(param)
-            exp_avgs.append(state["exp_avg"])
-            exp_infs.append(state["exp_inf"])
-            steps.append(state["step"])
-        return params, grads, exp_avgs, exp_infs, steps
+        return self._group_states(group, ("exp_avg", "exp_inf", "step"), _fresh_state)
 
     def _update_group(self, group: dict) -> list[Tensor]:
         params, grads, exp_avgs, exp_infs, steps = self._init_group(group)
@@ -195,3 +170,7 @@ def _opmath_step(
     step.store(exp_avg, new_exp_avg)
     step.store(exp_inf, new_exp_inf)
     step.store(param, step.addcdiv(weights, new_exp_avg, new_exp_inf, "-lr/bias_correction1", -clr))
+
+
+def _fresh_state(param: Tensor) -> dict:
+    return {"step": _new_step_tensor(), "exp_avg": _zeros_like(param), "exp_inf": _zeros_like(param)}

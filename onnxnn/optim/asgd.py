@@ -9,7 +9,7 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.internal import full_tensor, rebind, record_update, value_of
 from ..runtime.tensor import Tensor
 from ..runtime.ops.opmath import REDUCED_FLOATS
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_learning_rate
 from .step_recording import (
     _decay_factor,
     _captured_count,
@@ -67,10 +67,7 @@ class ASGD(Optimizer):
         differentiable: bool = False,
         capturable: bool = False,
     ) -> None:
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        _check_learning_rate(lr)
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         _check_differentiable(differentiable)
@@ -99,24 +96,16 @@ class ASGD(Optimizer):
                         param_state[key] = full_tensor((), float(param_state[key]), dtypes.float32)
 
     def _init_group(self, group: dict):
-        params, grads, mus, axs, etas, steps = [], [], [], [], [], []
-        for param in group["params"]:
-            if param.grad is None:
-                continue
-            params.append(param)
-            grads.append(param.grad)
-            state = self.state[param]
-            if len(state) == 0:
-                # step, eta and mu are float32 0-d tensors, as PyTorch keeps them.
-                state["step"] = _new_step_tensor()
-                state["eta"] = full_tensor((), float(group["lr"]), dtypes.float32)
-                state["mu"] = full_tensor((), 1.0, dtypes.float32)
-                state["ax"] = _zeros_like(param)
-            mus.append(state["mu"])
-            axs.append(state["ax"])
-            etas.append(state["eta"])
-            steps.append(state["step"])
-        return params, grads, mus, axs, etas, steps
+        def fresh_state(param: Tensor) -> dict:
+            # step, eta and mu are float32 0-d tensors, as PyTorch keeps them.
+            return {
+                "step": _new_step_tensor(),
+                "eta": full_tensor((), float(group["lr"]), dtypes.float32),
+                "mu": full_tensor((), 1.0, dtypes.float32),
+                "ax": _zeros_like(param),
+            }
+
+        return self._group_states(group, ("mu", "ax", "eta", "step"), fresh_state)
 
     def _update_group(self, group: dict) -> list[Tensor]:
         params, grads, mus, axs, etas, steps = self._init_group(group)

@@ -8,7 +8,7 @@ from ..ir import dtypes
 from ..runtime.grad_mode import no_grad
 from ..runtime.internal import full_tensor, rebind, record_update, value_of
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_adam_hyperparameters
 from ..runtime.ops.opmath import REDUCED_FLOATS
 from .step_recording import (
     _decay_factor,
@@ -70,18 +70,7 @@ class NAdam(Optimizer):
         capturable: bool = False,
         differentiable: bool = False,
     ) -> None:
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_adam_hyperparameters(lr, eps, betas, weight_decay)
         if not 0.0 <= momentum_decay:
             raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
         _check_differentiable(differentiable)
@@ -111,24 +100,7 @@ class NAdam(Optimizer):
                     param_state["mu_product"] = full_tensor((), float(param_state["mu_product"]), dtypes.float32)
 
     def _init_group(self, group: dict):
-        params, grads, exp_avgs, exp_avg_sqs, mu_products, steps = [], [], [], [], [], []
-        for param in group["params"]:
-            if param.grad is None:
-                continue
-            params.append(param)
-            grads.append(param.grad)
-            state = self.state[param]
-            if len(state) == 0:
-                state["step"] = _new_step_tensor()
-                # The running product of the momentum coefficients, a float32 0-d tensor as in PyTorch.
-                state["mu_product"] = full_tensor((), 1.0, dtypes.float32)
-                state["exp_avg"] = _zeros_like(param)
-                state["exp_avg_sq"] = _zeros_like(param)
-            exp_avgs.append(state["exp_avg"])
-            exp_avg_sqs.append(state["exp_avg_sq"])
-            mu_products.append(state["mu_product"])
-            steps.append(state["step"])
-        return params, grads, exp_avgs, exp_avg_sqs, mu_products, steps
+        return self._group_states(group, ("exp_avg", "exp_avg_sq", "mu_product", "step"), _fresh_state)
 
     def _update_group(self, group: dict) -> list[Tensor]:
         params, grads, exp_avgs, exp_avg_sqs, mu_products, steps = self._init_group(group)
@@ -281,3 +253,13 @@ def _multiply_host_scalar(scalar: Tensor, factor: float) -> float:
     product = scalar.dtype.numpy_dtype.type(scalar.item()) * scalar.dtype.numpy_dtype.type(factor)
     rebind(scalar, value_of(full_tensor((), float(product), scalar.dtype, scalar.device)))
     return float(product)
+
+
+def _fresh_state(param: Tensor) -> dict:
+    return {
+        "step": _new_step_tensor(),
+        # The running product of the momentum coefficients, a float32 0-d tensor as in PyTorch.
+        "mu_product": full_tensor((), 1.0, dtypes.float32),
+        "exp_avg": _zeros_like(param),
+        "exp_avg_sq": _zeros_like(param),
+    }

@@ -353,6 +353,26 @@ class Optimizer:
         self._realize_step(updated)
         return loss
 
+    def _group_states(self, group: dict, names: tuple[str, ...], fresh_state: Callable[[Tensor], dict]) -> tuple:
+        """``(params, grads, *states)``: the group's parameters that have a gradient, their gradients,
+        then, for each name in ``names``, that state of each of them. A parameter's first step gives it
+        the state ``fresh_state(param)``, whose entries' order ``state_dict`` keeps (PyTorch's)."""
+        params: list = []
+        grads: list = []
+        columns: list[list] = [[] for _ in names]
+        state_of = self.state
+        for param in group["params"]:
+            if param.grad is None:
+                continue
+            params.append(param)
+            grads.append(param.grad)
+            state = state_of[param]
+            if len(state) == 0:
+                state.update(fresh_state(param))
+            for column, name in zip(columns, names):
+                column.append(state[name])
+        return (params, grads, *columns)
+
     def _update_group(self, group: dict) -> list[Tensor]:
         """Records the update of one param group; returns every parameter and state tensor it rebinds."""
         raise NotImplementedError
@@ -456,6 +476,27 @@ class Optimizer:
         self.__setstate__({"state": state, "param_groups": param_groups})
         for post_hook in self._optimizer_load_state_dict_post_hooks.values():
             post_hook(self)
+
+
+def _check_learning_rate(lr) -> None:
+    """PyTorch's checks of an optimizer's ``lr``: a number or a 1-element tensor, not negative."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+
+
+def _check_adam_hyperparameters(lr, eps, betas, weight_decay) -> None:
+    """PyTorch's checks of the Adam family's ``lr``, ``eps``, ``betas`` and ``weight_decay``, in its
+    order and with its messages (the first that fails is the one reported)."""
+    _check_learning_rate(lr)
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    for index in (0, 1):
+        if not 0.0 <= betas[index] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {index}: {betas[index]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
 
 
 def _check_floating_point(param_groups: list[dict]) -> None:

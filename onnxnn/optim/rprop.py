@@ -8,7 +8,7 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.internal import full_tensor, record_update
 from ..runtime.tensor import Tensor
 from ..runtime.ops.opmath import REDUCED_FLOATS
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_learning_rate
 from .step_recording import (
     _check_differentiable,
     _count_step,
@@ -58,10 +58,7 @@ class Rprop(Optimizer):
         maximize: bool = False,
         differentiable: bool = False,
     ) -> None:
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        _check_learning_rate(lr)
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
         _check_differentiable(differentiable)
@@ -83,21 +80,11 @@ class Rprop(Optimizer):
             group.setdefault("maximize", False)
 
     def _init_group(self, group: dict):
-        params, grads, prevs, step_sizes, steps = [], [], [], [], []
-        for param in group["params"]:
-            if param.grad is None:
-                continue
-            params.append(param)
-            grads.append(param.grad)
-            state = self.state[param]
-            if len(state) == 0:
-                state["step"] = _new_step_tensor()
-                state["prev"] = _zeros_like(param)
-                state["step_size"] = full_tensor(param.shape, float(group["lr"]), param.dtype, param.device)
-            prevs.append(state["prev"])
-            step_sizes.append(state["step_size"])
-            steps.append(state["step"])
-        return params, grads, prevs, step_sizes, steps
+        def fresh_state(param: Tensor) -> dict:
+            step_size = full_tensor(param.shape, float(group["lr"]), param.dtype, param.device)
+            return {"step": _new_step_tensor(), "prev": _zeros_like(param), "step_size": step_size}
+
+        return self._group_states(group, ("prev", "step_size", "step"), fresh_state)
 
     def _update_group(self, group: dict) -> list[Tensor]:
         params, grads, prevs, step_sizes, steps = self._init_group(group)
