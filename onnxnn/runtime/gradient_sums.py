@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..ir import dtypes
+from ..ir.graph import static_constant
 from . import tensor as _tensor  # circular (tensor imports backward, which imports this): read at call time
 from .grad_mode import is_grad_enabled
 
@@ -89,8 +91,8 @@ def _one_product(gradients: list) -> Tensor | None:
     return _tensor.apply_op("Gemm", (left, right), first.attrs, "MmBackward0")
 
 
-# ReduceSum's axes input for a matrix's rows, as ``sum(dim=[0])`` records it.
-_ROWS = ("c", "int64", (1,), (0).to_bytes(8, "little"))
+# The key of ReduceSum's axes input for a matrix's rows, the constant ``sum(dim=[0])`` records.
+_ROWS = static_constant([0], dtypes.int64).static
 
 
 def _one_row_sum(gradients: list) -> Tensor | None:
