@@ -60,12 +60,14 @@ _RANGE_ALIGNMENT = 16
 # 8.3 -> 7.0 on two. Smaller updates' results may still be cached when the next forward reads them:
 # streamed, an MLP's Adam update (670,000 parameters, batch 64) took 1.13-1.17 ms instead of
 # 0.78-0.81 and its step 3.5-3.6 instead of 2.8-3.0; at 2.8 million parameters the steps were even
-# (13.1-14.6 ms both ways), hence the bound above that.
+# (13.1-14.6 ms both ways), hence the bound above that. Results written over the arrays they replace
+# (in place) are never streamed: the loop has just read those lines into the cache, and streaming
+# them out costs more than storing there (resnet18's Momentum update alone: 5.7 ms against 4.1).
 STREAM_MIN_ELEMENTS = 1 << 22
 _STREAM_OPTION = 1 << 8  # update_loops.c's STREAM_OPTION
 
 # update_loops.c's UPDATE_LOOPS_VERSION, which changes with its functions (a signature, a new update).
-_VERSION = 4
+_VERSION = 5
 _LIBRARY = f"{__package__}._update_loops"
 _SCALAR_TYPES: dict[np.dtype, type[ctypes.c_float] | type[ctypes.c_double]] = {
     np.dtype(np.float32): ctypes.c_float,
@@ -177,11 +179,12 @@ def loop(op_type: str, dtype: np.dtype, elements: int) -> Callable | None:
     None for updates under ``COMPILED_MIN_ELEMENTS`` elements in all, for dtypes other than
     float32 and float64, where the library is missing, and while ``ENABLED`` is False.
 
-    The loop is called as ``run(counts, addresses, factors, states, options)``: each tensor's
+    The loop is called as ``run(counts, addresses, factors, states, options, in_place)``: each tensor's
     element count; per tensor, the addresses of its arrays in training.py's order (X, G, each
     state), then of its new X and each new state (None for an absent state), all C-contiguous
-    arrays of ``dtype`` with the tensor's elements, written arrays overlapping no other; then
-    training.py's factors, one tensor's states (which are present) and the update's options.
+    arrays of ``dtype`` with the tensor's elements. A written array overlaps no other array, or is
+    the very array it replaces (an update in place); then training.py's factors, one tensor's
+    states (which are present), the update's options, and whether any result is written in place.
     """
     if not ENABLED or elements < COMPILED_MIN_ELEMENTS:
         return None
@@ -194,9 +197,10 @@ def loop(op_type: str, dtype: np.dtype, elements: int) -> Callable | None:
     option_bits = _UPDATES[op_type][1]
     itemsize = dtype.itemsize
 
-    def run(counts: Sequence[int], addresses: list, factors: tuple, states: tuple, options) -> None:
+    def run(counts: Sequence[int], addresses: list, factors: tuple, states: tuple, options, in_place: bool) -> None:
         factor_array = (scalar_type * len(factors))(*[0 if factor is None else factor for factor in factors])
-        bits = option_bits(states, factors, options) | (_STREAM_OPTION if elements >= STREAM_MIN_ELEMENTS else 0)
+        streamed = elements >= STREAM_MIN_ELEMENTS and not in_place
+        bits = option_bits(states, factors, options) | (_STREAM_OPTION if streamed else 0)
 
         def call(share_counts: Sequence[int], share_addresses: list) -> None:
             # ctypes releases the GIL for the call: the shares run at once.

@@ -15,18 +15,25 @@ Either flat way returns the new parameters and states as views of new flat vecto
 loop feeds exactly those views back on the next step, so the last flat vectors of each update are
 remembered, and when all of one kind's arrays are the very views returned, the update reads the
 flat vector (or, compiled, its known addresses) instead of concatenating them again (or reading
-each array's address). That is sound because values are never modified in place: a view and its
-flat vector share memory, so the flat vector always holds the views' contents in order.
+each array's address). That is sound because a view and its flat vector share memory, so the flat
+vector always holds the views' contents in order.
+
+The compiled loop writes a kind's new values over its flat vector itself (in place) when its views
+are donated (``ir.donation``: their values are dead, nothing else holds the arrays) and no other
+array shares the flat vector's memory. Nothing that can still be read ever changes: the record
+refers to the views weakly, so that it is not itself a reader that keeps them from being donated.
 """
 
 from __future__ import annotations
 
-from operator import is_
+import sys
+import weakref
 from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from ..ir.caches import register_cache
+from ..ir.donation import donated
 from ..ir.mode import MODE
 from . import compiled_updates
 from .recycled_buffers import RECYCLE_MIN_ELEMENTS, recycled_empty
@@ -44,9 +51,10 @@ FLAT_UPDATE_MAX_ELEMENTS = 1 << 16
 # onnxruntime).
 BLOCK_ELEMENTS = 1 << 16
 
-# The last flat update of each update node, found by the id of the first new parameter view (the
-# record holds that view, so the id cannot be reused while the record is kept). An update that
-# reads a record replaces it with its own; the bound only matters for chains that stop.
+# The last flat update of each update node, found by the id of the first new parameter view. The
+# record refers to its views weakly, so once that view is gone its id may name another array: a
+# record is used only when the arrays are its very views (``_are``). An update that reads a record
+# replaces it with its own; the bound only matters for chains that stop.
 _RECENT_LIMIT = 16
 _recent: dict = {}
 _LAYOUTS_LIMIT = 256
@@ -91,14 +99,15 @@ def _as_dtype(hyperparameter, dtype):
 
 
 class _FlatUpdate:
-    """A flat update's new flat vectors (parameters first, then each present state), the views of
-    them it returned, and, for a compiled one, each view's address (by kind, then tensor)."""
+    """A flat update's new flat vectors (parameters first, then each present state), weak references
+    to the views of them it returned, and, for a compiled one, each view's address (by kind, then
+    tensor)."""
 
     __slots__ = ("layout", "views", "flats", "addresses")
 
     def __init__(self, layout, views: tuple, flats: tuple, addresses: tuple | None):
         self.layout = layout
-        self.views = views
+        self.views = views  # per kind, a list of weak references
         self.flats = flats
         self.addresses = addresses
 
@@ -147,8 +156,9 @@ def _layout_of(xs) -> _Layout:
 
 
 def _are(arrays, views) -> bool:
-    """Whether ``arrays`` are exactly the objects ``views`` (identity, never a comparison of values)."""
-    return len(arrays) == len(views) and all(map(is_, arrays, views))
+    """Whether ``arrays`` are exactly the objects ``views`` (weak references) refer to: identity,
+    never a comparison of values."""
+    return len(arrays) == len(views) and all([array is view() for array, view in zip(arrays, views)])
 
 
 def run_update(xp, update: Update, xs: Sequence, gs: Sequence, states: tuple, hyperparameters: tuple) -> list:
@@ -208,16 +218,19 @@ def _compiled(update: Update, carried: tuple, gs: Sequence, states: tuple, hyper
     addresses = []
     converted = []  # arrays made C-ordered (or from numpy scalars): alive until the loop has run
     sizes = layout.sizes
+    overwritten: list = [None] * len(carried)  # each kind's flat vector where the loop writes over it
     for kind, arrays in enumerate((*carried, gs)):
         if kind < len(carried) and record is not None and _are(arrays, record.views[kind]):
             addresses.append(record.addresses[kind])
+            if _overwritable(arrays, record.flats[kind]):
+                overwritten[kind] = record.flats[kind]
             continue
         arrays = [np.asarray(array, order="C") for array in arrays]
         if len(arrays) != len(sizes) or any(a.dtype != dtype or a.size != n for a, n in zip(arrays, sizes)):
             return None
         converted.append(arrays)
         addresses.append([compiled_updates.address(array) for array in arrays])
-    flats = tuple(recycled_empty((layout.size,), dtype) for _ in carried)
+    flats = tuple(recycled_empty((layout.size,), dtype) if flat is None else flat for flat in overwritten)
     itemsize = dtype.itemsize
     new_addresses = tuple(
         [base + start * itemsize for start in layout.starts] for base in map(compiled_updates.address, flats)
@@ -235,9 +248,23 @@ def _compiled(update: Update, carried: tuple, gs: Sequence, states: tuple, hyper
     ]
     factors, options = hyperparameters
     # The factors as they are: the loop's C array rounds each to the dtype as numpy's cast does.
-    run(sizes, [address for tensor in zip(*columns) for address in tensor], factors.values, states, options)
+    in_place = any(flat is not None for flat in overwritten)
+    run(sizes, [address for tensor in zip(*columns) for address in tensor], factors.values, states, options, in_place)
     del converted
     return _flat_results(layout, flats, new_addresses)
+
+
+def _overwritable(views: list, flat) -> bool:
+    """Whether the new values of a kind may be written over ``flat``, whose views ``views`` are: each is
+    donated, and no other array shares the memory (the pool's buffer that ``flat`` and its views are
+    views of has no other view)."""
+    arrays = donated()
+    if not arrays or not all([id(view) in arrays for view in views]):
+        return False
+    # The pool's reference, ``flat``'s, each view's and getrefcount's argument. A flat vector that is
+    # no view of a pool's buffer (a plain array, below recycled_buffers.RECYCLE_MIN_ELEMENTS) has
+    # ``base`` None, whose count never matches.
+    return sys.getrefcount(flat.base) == len(views) + 3
 
 
 def _flat_inputs(xp, carried: tuple, record):
@@ -269,7 +296,8 @@ def _flat_results(layout: _Layout, flats: tuple, addresses: tuple | None) -> lis
     if MODE.fast_path:
         if len(_recent) >= _RECENT_LIMIT:
             _recent.clear()
-        _recent[id(views[0][0])] = _FlatUpdate(layout, views, tuple(flats), addresses)
+        references = tuple([list(map(weakref.ref, kind)) for kind in views])
+        _recent[id(views[0][0])] = _FlatUpdate(layout, references, tuple(flats), addresses)
     return [view for kind in views for view in kind]
 
 

@@ -13,19 +13,19 @@ ALWAYS_INLINE void NAMED(stream)(REAL *RESTRICT destination, const REAL *RESTRIC
 }
 #endif
 
-/* A function's arrays as its loop's pointers: the update's inputs, then its results. The loops take
- * them as restrict parameters: no array overlaps another, and the compiler vectorizes only knowing so. */
+/* A function's arrays as its loop's pointers: the update's inputs, then its results (update_loops.c's
+ * EACH_ELEMENT says why they are not restrict). */
 #define ARRAYS_3 arrays[0], arrays[1], arrays[2]
 #define ARRAYS_5 ARRAYS_3, arrays[3], arrays[4]
 #define ARRAYS_7 ARRAYS_5, arrays[5], arrays[6]
 #define ARRAYS_9 ARRAYS_5, arrays[5], arrays[6], arrays[7], arrays[8]
 
 /* Momentum: x, g, v, new_x, new_v; learning_rate, alpha, beta, norm_coefficient. */
-ALWAYS_INLINE void NAMED(momentum_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
-                                        const REAL *RESTRICT v, REAL *RESTRICT new_x, REAL *RESTRICT new_v,
-                                        const REAL *factors, const int scaled, const int decayed, const int nesterov) {
+ALWAYS_INLINE void NAMED(momentum_loop)(size_t count, const REAL *x, const REAL *g, const REAL *v, REAL *new_x,
+                                        REAL *new_v, const REAL *factors, const int scaled, const int decayed,
+                                        const int nesterov) {
     const REAL learning_rate = factors[0], alpha = factors[1], beta = factors[2], norm_coefficient = factors[3];
-    for (size_t i = 0; i < count; i++) {
+    EACH_ELEMENT {
         const REAL gradient = decayed ? x[i] * norm_coefficient + g[i] : g[i];
         const REAL velocity = v[i] * alpha + (scaled ? gradient * beta : gradient);
         new_v[i] = velocity;
@@ -44,15 +44,14 @@ EXPORTED CPU_CLONES void NAMED(momentum)(UPDATE_PARAMETERS) {
 /* Adam: x, g, m, v, v_max, new_x, new_m, new_v, new_v_max; one_minus_beta1, beta2, one_minus_beta2,
  * epsilon, step_size, bias_correction2_sqrt, decay. Maximizing without L2 decay negates G by the
  * signs of the moment's difference, as training.py does. */
-ALWAYS_INLINE void NAMED(adam_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
-                                    const REAL *RESTRICT m, const REAL *RESTRICT v, const REAL *RESTRICT v_max,
-                                    REAL *RESTRICT new_x, REAL *RESTRICT new_m, REAL *RESTRICT new_v,
-                                    REAL *RESTRICT new_v_max, const REAL *factors, const int l2_decay,
-                                    const int decoupled_decay, const int maximize, const int amsgrad) {
+ALWAYS_INLINE void NAMED(adam_loop)(size_t count, const REAL *x, const REAL *g, const REAL *m, const REAL *v,
+                                    const REAL *v_max, REAL *new_x, REAL *new_m, REAL *new_v, REAL *new_v_max,
+                                    const REAL *factors, const int l2_decay, const int decoupled_decay,
+                                    const int maximize, const int amsgrad) {
     const REAL one_minus_beta1 = factors[0], beta2 = factors[1], one_minus_beta2 = factors[2];
     const REAL epsilon = factors[3], step_size = factors[4], bias_correction2_sqrt = factors[5], decay = factors[6];
     const int negated = maximize && !l2_decay;
-    for (size_t i = 0; i < count; i++) {
+    EACH_ELEMENT {
         REAL gradient = g[i];
         if (l2_decay) gradient = maximize ? x[i] * decay - gradient : x[i] * decay + gradient;
         REAL moment = negated ? -(gradient + m[i]) : gradient - m[i];
@@ -78,12 +77,11 @@ EXPORTED CPU_CLONES void NAMED(adam)(UPDATE_PARAMETERS) {
 #undef ADAM_DISPATCH
 
 /* Adagrad: x, g, sum, new_x, new_sum; epsilon, decayed_lr, weight_decay. */
-ALWAYS_INLINE void NAMED(adagrad_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
-                                       const REAL *RESTRICT state_sum, REAL *RESTRICT new_x, REAL *RESTRICT new_sum,
-                                       const REAL *factors, const int decayed, const int maximize) {
+ALWAYS_INLINE void NAMED(adagrad_loop)(size_t count, const REAL *x, const REAL *g, const REAL *state_sum, REAL *new_x,
+                                       REAL *new_sum, const REAL *factors, const int decayed, const int maximize) {
     const REAL epsilon = factors[0], decayed_lr = factors[1], weight_decay = factors[2];
     const int negated = maximize && !decayed;
-    for (size_t i = 0; i < count; i++) {
+    EACH_ELEMENT {
         REAL gradient = g[i];
         if (decayed) gradient = maximize ? x[i] * weight_decay - gradient : x[i] * weight_decay + gradient;
         const REAL total = gradient * gradient + state_sum[i];
@@ -102,16 +100,14 @@ EXPORTED CPU_CLONES void NAMED(adagrad)(UPDATE_PARAMETERS) {
 
 /* RMSprop: x, g, square_avg, grad_avg, buffer, new_x, new_square_avg, new_grad_avg, new_buffer;
  * learning_rate, alpha, one_minus_alpha, epsilon, weight_decay, momentum. */
-ALWAYS_INLINE void NAMED(rmsprop_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
-                                       const REAL *RESTRICT square_avg, const REAL *RESTRICT grad_avg,
-                                       const REAL *RESTRICT buffer, REAL *RESTRICT new_x,
-                                       REAL *RESTRICT new_square_avg, REAL *RESTRICT new_grad_avg,
-                                       REAL *RESTRICT new_buffer, const REAL *factors, const int decayed,
+ALWAYS_INLINE void NAMED(rmsprop_loop)(size_t count, const REAL *x, const REAL *g, const REAL *square_avg,
+                                       const REAL *grad_avg, const REAL *buffer, REAL *new_x, REAL *new_square_avg,
+                                       REAL *new_grad_avg, REAL *new_buffer, const REAL *factors, const int decayed,
                                        const int maximize, const int centered, const int with_momentum) {
     const REAL learning_rate = factors[0], alpha = factors[1], one_minus_alpha = factors[2];
     const REAL epsilon = factors[3], weight_decay = factors[4], momentum = factors[5];
     const int negated = maximize && !decayed;
-    for (size_t i = 0; i < count; i++) {
+    EACH_ELEMENT {
         REAL gradient = g[i];
         if (decayed) gradient = maximize ? x[i] * weight_decay - gradient : x[i] * weight_decay + gradient;
         const REAL square = square_avg[i] * alpha + (gradient * gradient) * one_minus_alpha;
@@ -153,10 +149,10 @@ EXPORTED CPU_CLONES void NAMED(rmsprop)(UPDATE_PARAMETERS) {
     if (l2_decay) gradient = gradient + x[i] * (decay);
 
 /* SGD without momentum: x, g, new_x; lr, weight_decay. */
-ALWAYS_INLINE void NAMED(sgd_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g, REAL *RESTRICT new_x,
-                                   const REAL *factors, const int decayed, const int maximize) {
+ALWAYS_INLINE void NAMED(sgd_loop)(size_t count, const REAL *x, const REAL *g, REAL *new_x, const REAL *factors,
+                                   const int decayed, const int maximize) {
     const REAL learning_rate = factors[0], weight_decay = factors[1];
-    for (size_t i = 0; i < count; i++) {
+    EACH_ELEMENT {
         FORMULA_GRADIENT(decayed, maximize, weight_decay)
         new_x[i] = x[i] - learning_rate * gradient;
     }
@@ -170,13 +166,12 @@ EXPORTED CPU_CLONES void NAMED(sgd)(UPDATE_PARAMETERS) {
 #undef SGD_DISPATCH
 
 /* Adamax: step_size, one_minus_beta1, beta2, epsilon, weight_decay. */
-ALWAYS_INLINE void NAMED(adamax_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
-                                      const REAL *RESTRICT m, const REAL *RESTRICT u, REAL *RESTRICT new_x,
-                                      REAL *RESTRICT new_m, REAL *RESTRICT new_u, const REAL *factors,
-                                      const int decayed, const int maximize) {
+ALWAYS_INLINE void NAMED(adamax_loop)(size_t count, const REAL *x, const REAL *g, const REAL *m, const REAL *u,
+                                      REAL *new_x, REAL *new_m, REAL *new_u, const REAL *factors, const int decayed,
+                                      const int maximize) {
     const REAL step_size = factors[0], one_minus_beta1 = factors[1], beta2 = factors[2];
     const REAL epsilon = factors[3], weight_decay = factors[4];
-    for (size_t i = 0; i < count; i++) {
+    EACH_ELEMENT {
         FORMULA_GRADIENT(decayed, maximize, weight_decay)
         const REAL moment = m[i] + (gradient - m[i]) * one_minus_beta1;
         new_m[i] = moment;
@@ -195,14 +190,13 @@ EXPORTED CPU_CLONES void NAMED(adamax)(UPDATE_PARAMETERS) {
 #undef ADAMAX_DISPATCH
 
 /* NAdam: one_minus_beta1, beta2, one_minus_beta2, bias_correction2, epsilon, gradient_step, average_step, decay. */
-ALWAYS_INLINE void NAMED(nadam_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
-                                     const REAL *RESTRICT m, const REAL *RESTRICT v, REAL *RESTRICT new_x,
-                                     REAL *RESTRICT new_m, REAL *RESTRICT new_v, const REAL *factors,
-                                     const int l2_decay, const int decoupled_decay, const int maximize) {
+ALWAYS_INLINE void NAMED(nadam_loop)(size_t count, const REAL *x, const REAL *g, const REAL *m, const REAL *v,
+                                     REAL *new_x, REAL *new_m, REAL *new_v, const REAL *factors, const int l2_decay,
+                                     const int decoupled_decay, const int maximize) {
     const REAL one_minus_beta1 = factors[0], beta2 = factors[1], one_minus_beta2 = factors[2];
     const REAL bias_correction2 = factors[3], epsilon = factors[4], gradient_step = factors[5];
     const REAL average_step = factors[6], decay = factors[7];
-    for (size_t i = 0; i < count; i++) {
+    EACH_ELEMENT {
         FORMULA_GRADIENT(l2_decay, maximize, decay)
         const REAL weight = decoupled_decay ? x[i] * decay : x[i];
         const REAL moment = m[i] + (gradient - m[i]) * one_minus_beta1;
@@ -222,14 +216,12 @@ EXPORTED CPU_CLONES void NAMED(nadam)(UPDATE_PARAMETERS) {
 #undef NADAM_DISPATCH
 
 /* RAdam: one_minus_beta1, beta2, one_minus_beta2, epsilon, step_size, decay. */
-ALWAYS_INLINE void NAMED(radam_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
-                                     const REAL *RESTRICT m, const REAL *RESTRICT v, REAL *RESTRICT new_x,
-                                     REAL *RESTRICT new_m, REAL *RESTRICT new_v, const REAL *factors,
-                                     const int l2_decay, const int decoupled_decay, const int maximize,
-                                     const int rectified) {
+ALWAYS_INLINE void NAMED(radam_loop)(size_t count, const REAL *x, const REAL *g, const REAL *m, const REAL *v,
+                                     REAL *new_x, REAL *new_m, REAL *new_v, const REAL *factors, const int l2_decay,
+                                     const int decoupled_decay, const int maximize, const int rectified) {
     const REAL one_minus_beta1 = factors[0], beta2 = factors[1], one_minus_beta2 = factors[2];
     const REAL epsilon = factors[3], step_size = factors[4], decay = factors[5];
-    for (size_t i = 0; i < count; i++) {
+    EACH_ELEMENT {
         FORMULA_GRADIENT(l2_decay, maximize, decay)
         const REAL weight = decoupled_decay ? x[i] * decay : x[i];
         const REAL moment = m[i] + (gradient - m[i]) * one_minus_beta1;
@@ -248,14 +240,12 @@ EXPORTED CPU_CLONES void NAMED(radam)(UPDATE_PARAMETERS) {
 #undef RADAM_DISPATCH
 
 /* Adadelta: lr, rho, one_minus_rho, epsilon, weight_decay. */
-ALWAYS_INLINE void NAMED(adadelta_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
-                                        const REAL *RESTRICT square_avg, const REAL *RESTRICT acc_delta,
-                                        REAL *RESTRICT new_x, REAL *RESTRICT new_square_avg,
-                                        REAL *RESTRICT new_acc_delta, const REAL *factors, const int decayed,
-                                        const int maximize) {
+ALWAYS_INLINE void NAMED(adadelta_loop)(size_t count, const REAL *x, const REAL *g, const REAL *square_avg,
+                                        const REAL *acc_delta, REAL *new_x, REAL *new_square_avg, REAL *new_acc_delta,
+                                        const REAL *factors, const int decayed, const int maximize) {
     const REAL learning_rate = factors[0], rho = factors[1], one_minus_rho = factors[2];
     const REAL epsilon = factors[3], weight_decay = factors[4];
-    for (size_t i = 0; i < count; i++) {
+    EACH_ELEMENT {
         FORMULA_GRADIENT(decayed, maximize, weight_decay)
         const REAL square = square_avg[i] * rho + (gradient * gradient) * one_minus_rho;
         new_square_avg[i] = square;
@@ -274,11 +264,11 @@ EXPORTED CPU_CLONES void NAMED(adadelta)(UPDATE_PARAMETERS) {
 
 /* ASGD: x, g, ax, new_x, new_ax; one_minus_lambd_eta, eta, mu, weight_decay. Not averaged (mu
  * omitted: before t0), the new average is the new parameter. */
-ALWAYS_INLINE void NAMED(asgd_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
-                                    const REAL *RESTRICT average, REAL *RESTRICT new_x, REAL *RESTRICT new_average,
-                                    const REAL *factors, const int decayed, const int maximize, const int averaged) {
+ALWAYS_INLINE void NAMED(asgd_loop)(size_t count, const REAL *x, const REAL *g, const REAL *average, REAL *new_x,
+                                    REAL *new_average, const REAL *factors, const int decayed, const int maximize,
+                                    const int averaged) {
     const REAL one_minus_lambd_eta = factors[0], eta = factors[1], mu = factors[2], weight_decay = factors[3];
-    for (size_t i = 0; i < count; i++) {
+    EACH_ELEMENT {
         FORMULA_GRADIENT(decayed, maximize, weight_decay)
         const REAL weight = x[i] * one_minus_lambd_eta - gradient * eta;
         new_x[i] = weight;
@@ -297,12 +287,11 @@ EXPORTED CPU_CLONES void NAMED(asgd)(UPDATE_PARAMETERS) {
  * step_size_max. numpy's maximum and minimum (NaN wins) and sign (NaN stays, zeros give +0), written
  * as selects on whole conditions (``|``, not ``||``) so that the loop vectorizes: random signs made
  * the branches' version ten times slower. */
-ALWAYS_INLINE void NAMED(rprop_loop)(size_t count, const REAL *RESTRICT x, const REAL *RESTRICT g,
-                                     const REAL *RESTRICT previous, const REAL *RESTRICT step_size,
-                                     REAL *RESTRICT new_x, REAL *RESTRICT new_previous, REAL *RESTRICT new_step_size,
+ALWAYS_INLINE void NAMED(rprop_loop)(size_t count, const REAL *x, const REAL *g, const REAL *previous,
+                                     const REAL *step_size, REAL *new_x, REAL *new_previous, REAL *new_step_size,
                                      const REAL *factors, const int maximize) {
     const REAL etaminus = factors[0], etaplus = factors[1], smallest = factors[2], largest = factors[3];
-    for (size_t i = 0; i < count; i++) {
+    EACH_ELEMENT {
         const REAL gradient = maximize ? -g[i] : g[i];
         const REAL agreement = gradient * previous[i];
         const REAL factor = agreement > 0 ? etaplus : agreement < 0 ? etaminus : (REAL)1;

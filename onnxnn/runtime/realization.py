@@ -18,6 +18,7 @@ import numpy as np
 from ..ir.caches import clear_caches
 from ..ir.device import CPU
 from ..ir.device_arrays import to_host
+from ..ir.donation import dead_input_arrays, donating
 from ..ir.domains import TRAINING_DOMAIN
 from ..ir.executors import executor
 from ..ir.mode import EXECUTORS, MODE, ModeSwitch, trace_data_read
@@ -41,11 +42,12 @@ __all__ = [
 ]
 
 
-def realize(values, specialize: bool = True) -> None:
+def realize(values, specialize: bool = True, donate: bool = False) -> None:
     """Computes every pending value in ``values`` (and the pending values still needed elsewhere).
 
     ``specialize=False``: the structure never gets an inference specialization (a run whose
-    weights change every time, though the plan cannot tell).
+    weights change every time, though the plan cannot tell). ``donate``: the run's kernels may
+    write results over the inputs that nothing else can read any more (``ir.donation``).
     """
     if MODE.grad.recording_only:
         return
@@ -70,20 +72,32 @@ def realize(values, specialize: bool = True) -> None:
     # (Another thread may still compute a target before the walk: the plan then has it as an output
     # that it feeds, or holds as a constant, and ``assign_results`` leaves its data as it is.)
     if known is None:
-        run_plan(plan(targets, not in_backward), specialize)
+        run_plan(plan(targets, not in_backward), specialize, donate=donate)
     else:  # a forward replay's result (fastpath.known_plans)
         graph, found = known[0].plan_of(targets[0], known[1])
-        run_plan(graph, specialize, found)
+        run_plan(graph, specialize, found, donate)
 
 
-def run_plan(graph: GraphPlan, specialize: bool = True, found: plan_cache.Entry | None = None) -> plan_cache.Entry:
+def run_plan(
+    graph: GraphPlan, specialize: bool = True, found: plan_cache.Entry | None = None, donate: bool = False
+) -> plan_cache.Entry:
     """Computes ``graph``'s outputs (a plan of the pending values) and returns the entry that ran it
-    (``found``, when the caller has it already)."""
+    (``found``, when the caller has it already). ``donate``: as ``realize``'s."""
     entry = found or plan_cache.entry(graph)
-    if graph.key[3] is CPU:
-        inputs = [value.data for value in graph.inputs]
+    if graph.key[3] is not CPU:
+        results = _results(entry, graph, upload_inputs(graph.inputs), specialize)
+    elif donate:
+        # Before the inputs' list, which refers to every input array once more.
+        with donating(dead_input_arrays(graph)):
+            results = _results(entry, graph, [value.data for value in graph.inputs], specialize)
     else:
-        inputs = upload_inputs(graph.inputs)
+        results = _results(entry, graph, [value.data for value in graph.inputs], specialize)
+    assign_results(graph.outputs, results)
+    return entry
+
+
+def _results(entry: plan_cache.Entry, graph: GraphPlan, inputs: list, specialize: bool) -> list:
+    """Runs ``entry`` (or its specialization) on ``graph``'s ``inputs`` (their arrays); returns the results."""
     specialization = entry.specialization
     if specialization is not None and specialization.matches(graph.inputs):
         results = specialization(inputs)
@@ -98,8 +112,7 @@ def run_plan(graph: GraphPlan, specialize: bool = True, found: plan_cache.Entry 
                 plan_cache.watch_stable_inputs(entry, graph)
             else:
                 plan_cache.never_specialize(entry)
-    assign_results(graph.outputs, results)
-    return entry
+    return results
 
 
 # An optimizer step whose results (new parameters and states) hold at least
@@ -164,7 +177,8 @@ def realize_step(values) -> None:
         if read:
             # The weights of the next run are this run's results: never worth a specialization.
             realize(read, specialize=False)
-    realize(values)
+    # The old parameters and states are usually dead now: their Tensors hold the step's new values.
+    realize(values, donate=True)
 
 
 def data_of(value):

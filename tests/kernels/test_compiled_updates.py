@@ -3,8 +3,9 @@
 The specification: wherever a C compiler was present when onnxnn was installed, the library of
 loops is built and the optimizer kernels run it, and every chain of updates (every optimizer and
 option, float32 and float64, a small model's flat vector and tensors updated one by one, a 0-d
-parameter among them, results written plainly or streamed to memory) equals the numpy formulas'
-chain bit for bit (a NaN's sign aside), non-finite values included. Without the library the numpy
+parameter among them, results written plainly or streamed to memory, into new arrays or over the
+arrays they replace) equals the numpy formulas' chain bit for bit (a NaN's sign aside), non-finite
+values included. Without the library the numpy
 formulas run, and the reason is on record.
 """
 
@@ -69,6 +70,23 @@ def test_a_chain_of_compiled_updates_equals_the_numpy_formulas_bitwise(case, dty
         assert len(compiled_step) == len(formula_step)
         for result, expected in zip(compiled_step, formula_step):
             assert result.shape == expected.shape and result.dtype == expected.dtype
+            _assert_same_bits(result, expected)
+
+
+@needs_the_library
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_chain_of_compiled_updates_written_in_place_equals_the_numpy_formulas_bitwise(
+    case, dtype, layout, monkeypatch
+):
+    # Only flat vectors from the recycled buffers' pools are overwritten: every one here.
+    monkeypatch.setattr(recycled_buffers, "RECYCLE_MIN_ELEMENTS", 0)
+    compiled = update_chain(case, dtype=dtype, shapes=LAYOUTS[layout], in_place=True)
+    monkeypatch.setattr(compiled_updates, "ENABLED", False)
+    formulas = update_chain(case, dtype=dtype, shapes=LAYOUTS[layout])
+    for compiled_step, formula_step in zip(compiled, formulas):
+        for result, expected in zip(compiled_step, formula_step):
             _assert_same_bits(result, expected)
 
 
@@ -356,7 +374,7 @@ def test_each_thread_gets_at_least_half_a_million_elements(elements, threads, sh
     new_x, new_velocity = np.empty_like(x), np.empty_like(x)
     addresses = [compiled_updates.address(array) for array in (x, g, velocity, new_x, new_velocity)]
     run = compiled_updates.loop("Momentum", np.dtype(np.float32), elements)
-    run([elements], addresses, (0.5, 0.9, None, None), (velocity,), False)
+    run([elements], addresses, (0.5, 0.9, None, None), (velocity,), False, False)
     assert (asked[0] if asked else 1) == shares
     np.testing.assert_array_equal(new_velocity, np.float32(0.9) * velocity + g)  # every element updated
 

@@ -7,9 +7,12 @@ chains run two ways bit for bit.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
-from onnxnn.kernels import training
+from onnxnn.ir.donation import donating
+from onnxnn.kernels import compiled_updates, training
 from onnxnn.kernels.training_formulas import KERNELS
 
 SHAPES = [(7, 5), (13,), (), (3, 1, 2)]
@@ -108,8 +111,13 @@ CASES = {
 }
 
 
-def update_chain(case: str, steps: int = 3, dtype=np.float32, shapes=SHAPES) -> list:
-    """The results of each step of ``steps`` updates of ``case`` over random tensors of ``shapes``."""
+def update_chain(case: str, steps: int = 3, dtype=np.float32, shapes=SHAPES, in_place: bool = False) -> list:
+    """The results of each step of ``steps`` updates of ``case`` over random tensors of ``shapes`` (copies).
+
+    ``in_place``: every array a step is fed is donated (``ir.donation``), and from the second step on,
+    where the kernels may write the results over the first step's flat vectors, every result must lie
+    where the array it replaces lay. Otherwise no input may be written.
+    """
     kernel, attrs, state_lists, inputs_of = CASES[case]
     rng = np.random.default_rng(0)
 
@@ -125,9 +133,16 @@ def update_chain(case: str, steps: int = 3, dtype=np.float32, shapes=SHAPES) -> 
         gs = [random(shape) for shape in shapes]
         arrays = [xs, gs, *states]
         fed = [array.copy() for group in arrays for array in group]
-        results = kernel(np, inputs_of(step) + [array for group in arrays for array in group], attrs)
         after = [array for group in arrays for array in group]
-        assert all(a.tobytes() == b.tobytes() for a, b in zip(fed, after)), "an input was written"
+        # Where the arrays that the results replace lie (addresses: the arrays themselves, kept, would
+        # share the memory the results are to be written over, which keeps them from being written there).
+        replaced = [compiled_updates.address(array) for group in (xs, *states) for array in group]
+        with donating(frozenset(map(id, after))) if in_place else nullcontext():
+            results = kernel(np, inputs_of(step) + after, attrs)
+        if not in_place:
+            assert all(a.tobytes() == b.tobytes() for a, b in zip(fed, after)), "an input was written"
+        elif step > 1:
+            assert list(map(compiled_updates.address, results)) == replaced
         count = len(shapes)
         xs = list(results[:count])
         states = [list(results[count * (kind + 1) : count * (kind + 2)]) for kind in range(state_lists)]
