@@ -24,7 +24,7 @@ import numpy as np
 from ..ir.caches import register_cache
 from .compiled_updates import address
 
-__all__ = ["recycled_empty", "RECYCLE_MIN_ELEMENTS"]
+__all__ = ["recycled_empty", "in_pool", "RECYCLE_MIN_ELEMENTS"]
 
 # Below this size numpy's allocator serves arrays from memory it keeps (no page faults), and a
 # scan of the pool would cost more than it saves.
@@ -110,6 +110,14 @@ def recycled_empty(shape: tuple, dtype) -> np.ndarray:
         else:
             buffer, start = pool.buffers[index], pool.starts[index]
         return buffer[start : start + size].view(dtype).reshape(shape)
+
+
+def in_pool(array: np.ndarray) -> bool:
+    """Whether ``array`` is a view of a buffer the pool keeps (one that ``recycled_empty`` handed out
+    and counts the references to, rather than a plain array)."""
+    base = array.base
+    pool = _pools.get((array.shape, array.dtype)) if base is not None else None
+    return pool is not None and any([buffer is base for buffer in pool.buffers])
 
 
 def _stagger(index: int) -> int:

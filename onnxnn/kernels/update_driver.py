@@ -36,7 +36,7 @@ from ..ir.caches import register_cache
 from ..ir.donation import donated
 from ..ir.mode import MODE
 from . import compiled_updates
-from .recycled_buffers import RECYCLE_MIN_ELEMENTS, recycled_empty
+from .recycled_buffers import RECYCLE_MIN_ELEMENTS, in_pool, recycled_empty
 
 __all__ = ["Update", "Factors", "run_update", "FLAT_UPDATE_MAX_ELEMENTS", "BLOCK_ELEMENTS"]
 
@@ -261,10 +261,9 @@ def _overwritable(views: list, flat) -> bool:
     arrays = donated()
     if not arrays or not all([id(view) in arrays for view in views]):
         return False
-    # The pool's reference, ``flat``'s, each view's and getrefcount's argument. A flat vector that is
-    # no view of a pool's buffer (a plain array, below recycled_buffers.RECYCLE_MIN_ELEMENTS) has
-    # ``base`` None, whose count never matches.
-    return sys.getrefcount(flat.base) == len(views) + 3
+    # The buffer's references: the pool's, ``flat``'s, each view's and getrefcount's argument. (A
+    # flat vector of fewer than RECYCLE_MIN_ELEMENTS elements is a plain array, never overwritten.)
+    return in_pool(flat) and sys.getrefcount(flat.base) == len(views) + 3
 
 
 def _flat_inputs(xp, carried: tuple, record):

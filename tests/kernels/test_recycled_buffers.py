@@ -115,3 +115,23 @@ def test_a_buffer_is_taken_by_one_thread_at_a_time(monkeypatch):
     recycled_empty(LARGE, np.float32)
     others[0].join()
     assert finished_meanwhile == [False]
+
+
+@pytest.mark.parametrize(
+    ("make", "pooled"),
+    [
+        (lambda: recycled_empty(LARGE, np.float32), True),
+        (lambda: recycled_empty((RECYCLE_MIN_ELEMENTS - 1,), np.float32), False),
+        (lambda: np.empty(LARGE, np.float32), False),
+        (lambda: np.empty(2 * RECYCLE_MIN_ELEMENTS, np.float32)[:RECYCLE_MIN_ELEMENTS], False),
+    ],
+    ids=["a pool's", "a small one", "a plain array", "a view of a plain array"],
+)
+def test_an_array_is_in_the_pool_only_when_the_pool_keeps_its_buffer(make, pooled):
+    assert recycled_buffers.in_pool(make()) is pooled
+
+
+def test_past_the_bound_of_buffers_per_shape_an_array_is_not_in_the_pool(monkeypatch):
+    monkeypatch.setattr(recycled_buffers, "_MOST_PER_KEY", 1)
+    kept, beyond = recycled_empty(LARGE, np.float32), recycled_empty(LARGE, np.float32)
+    assert recycled_buffers.in_pool(kept) and not recycled_buffers.in_pool(beyond)
