@@ -15,14 +15,22 @@ never donates.
 
 ``realization.realize_step`` runs a step's updates inside ``donating(dead_input_arrays(plan))``; the
 update kernels ask :func:`donated` which arrays they may overwrite (``kernels/update_driver.py``).
+
+A run that overwrites its inputs cannot be run again: should it stop after a write and before its
+results reach their values, those values stay pending, and computing them later would apply the
+update twice. So only a plan of one node donates (a second node's failure would follow the first
+one's writes), and a keyboard interrupt during a ``donating`` block waits for its end, by which the
+results have been assigned.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from collections import Counter
 from itertools import chain
+from typing import Any
 
 __all__ = ["donating", "donated", "dead_input_arrays"]
 
@@ -47,7 +55,7 @@ _scope = _Scope()
 def dead_input_arrays(plan) -> frozenset:
     """The ids of the arrays of ``plan``'s inputs (a ``GraphPlan``) that only the plan refers to: each
     the data of a value nothing outside the plan holds, and held by nothing but that value."""
-    if _FREE_THREADED:
+    if _FREE_THREADED or len(plan.nodes) != 1:
         return _NONE
     held_by_plan = Counter(map(id, chain(plan.inputs, *[node.inputs for node in plan.nodes])))
     dead = []
@@ -61,19 +69,35 @@ def dead_input_arrays(plan) -> frozenset:
 
 class donating:
     """Within this block, this thread's kernels may overwrite the arrays whose ids are ``arrays``
-    (``dead_input_arrays`` of the plan the block runs). The arrays must stay alive until the block
-    ends: an id names an array only while it lives."""
+    (``dead_input_arrays`` of the plan the block runs), and the block must assign the plan's results
+    to their values. The arrays must stay alive until the block ends: an id names an array only
+    while it lives. On the main thread, a SIGINT received in the block (Ctrl-C) is delivered when
+    it ends."""
 
     def __init__(self, arrays: frozenset):
         self.arrays = arrays
+        self.interrupted = False
+        self.handler: Any = None  # the SIGINT handler the block replaced, while it defers SIGINT
 
     def __enter__(self) -> "donating":
         self.outer = _scope.arrays
         _scope.arrays = self.arrays
+        if self.arrays and threading.current_thread() is threading.main_thread():
+            handler = signal.getsignal(signal.SIGINT)
+            if handler is not None:  # None: installed outside Python, which could not be put back
+                self.handler = handler
+                signal.signal(signal.SIGINT, self._defer)
         return self
+
+    def _defer(self, signal_number, frame) -> None:
+        self.interrupted = True
 
     def __exit__(self, *exc_info) -> None:
         _scope.arrays = self.outer
+        if self.handler is not None:
+            signal.signal(signal.SIGINT, self.handler)
+            if self.interrupted:
+                signal.raise_signal(signal.SIGINT)
 
 
 def donated() -> frozenset:

@@ -85,14 +85,16 @@ def run_plan(
     (``found``, when the caller has it already). ``donate``: as ``realize``'s."""
     entry = found or plan_cache.entry(graph)
     if graph.key[3] is not CPU:
-        results = _results(entry, graph, upload_inputs(graph.inputs), specialize)
+        assign_results(graph.outputs, _results(entry, graph, upload_inputs(graph.inputs), specialize))
     elif donate:
-        # Before the inputs' list, which refers to every input array once more.
+        # The dead arrays found before the inputs' list, which refers to every input array once more;
+        # the results assigned inside the block (ir.donation says why).
         with donating(dead_input_arrays(graph)):
-            results = _results(entry, graph, [value.data for value in graph.inputs], specialize)
+            inputs = [value.data for value in graph.inputs]
+            assign_results(graph.outputs, _results(entry, graph, inputs, specialize))
     else:
-        results = _results(entry, graph, [value.data for value in graph.inputs], specialize)
-    assign_results(graph.outputs, results)
+        inputs = [value.data for value in graph.inputs]
+        assign_results(graph.outputs, _results(entry, graph, inputs, specialize))
     return entry
 
 

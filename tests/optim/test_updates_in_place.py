@@ -5,17 +5,22 @@ The specification: in a plain training loop every parameter and state keeps its 
 to step, and the loop's results equal, bit for bit, those of the same loop whose updates always
 write new arrays. Whatever can still read an old value sees what it would see then: an array of it
 or a view of that array, a pending result computed from it, a state's array, a detached tensor or
-a state dict taken before the step (those two follow the parameters, as PyTorch's do).
+a state dict taken before the step (those two follow the parameters, as PyTorch's do). A step of
+several update nodes (parameter groups) writes new arrays, and a Ctrl-C during a step that writes
+in place stops the program only once the step's results are the parameters': either way no update
+can be lost after it overwrote its inputs, to be applied twice.
 """
 
 from __future__ import annotations
+
+import signal
 
 import numpy as np
 import pytest
 
 import onnxnn
 from onnxnn import nn
-from onnxnn.kernels import compiled_updates
+from onnxnn.kernels import compiled_updates, training
 from onnxnn.runtime import realization
 from onnxnn.runtime.fastpath import plan_cache
 
@@ -155,4 +160,57 @@ def test_what_can_still_read_an_old_value_sees_what_it_would_without_updates_in_
     _, fresh_values, fresh_reads = _loop(optimizer_name, {reader: READERS[reader]})
     assert reads[reader].tobytes() == fresh_reads[reader].tobytes()
     for ours, expected in zip(values, fresh_values):
+        assert ours.tobytes() == expected.tobytes()
+
+
+def test_a_step_of_two_parameter_groups_writes_new_arrays():
+    onnxnn.manual_seed(0)
+    model = nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 3))
+    groups = [{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": 0.001}]
+    optimizer = onnxnn.optim.Adam(groups, lr=0.01)
+    addresses = []
+    for _ in range(4):
+        optimizer.zero_grad()
+        model(onnxnn.randn(8, IN_FEATURES)).square().mean().backward()
+        optimizer.step()
+        addresses.append(_address(model[0].weight))
+    assert addresses[2] != addresses[3]
+
+
+@pytest.fixture
+def interrupts_raise():
+    """SIGINT raising KeyboardInterrupt, as in a plain Python program (a test worker may ignore it)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("interrupts_raise")
+@pytest.mark.parametrize("optimizer_name", ["adam", "sgd_momentum"])
+def test_ctrl_c_during_an_update_in_place_stops_the_program_after_the_step(optimizer_name, monkeypatch):
+    run_update = training.run_update
+
+    def interrupted_at(step_to_interrupt: int | None) -> list:
+        onnxnn.manual_seed(0)
+        model = nn.Linear(IN_FEATURES, HIDDEN)
+        optimizer = OPTIMIZERS[optimizer_name](model.parameters())
+        for step in range(4):
+            optimizer.zero_grad()
+            model(onnxnn.randn(8, IN_FEATURES)).square().mean().backward()
+
+            def update(*arguments, interrupt=step == step_to_interrupt):
+                results = run_update(*arguments)
+                if interrupt:  # as though Ctrl-C came right after the loop had written its results
+                    signal.raise_signal(signal.SIGINT)
+                return results
+
+            monkeypatch.setattr(training, "run_update", update)
+            if step == step_to_interrupt:
+                with pytest.raises(KeyboardInterrupt):
+                    optimizer.step()
+            else:
+                optimizer.step()
+        return [tensor.detach().numpy().copy() for tensor in _tensors(model, optimizer)]
+
+    for ours, expected in zip(interrupted_at(2), interrupted_at(None)):
         assert ours.tobytes() == expected.tobytes()
