@@ -149,8 +149,8 @@ _shape_of = operator.attrgetter("shape")
 def realize_step(values) -> None:
     """Computes an optimizer step: ``values`` are the new parameters and states it recorded.
 
-    A large step on the CPU runs as two realizations, the updates' inputs (gradients) first, then
-    the updates (see ``SPLIT_STEP_MIN_ELEMENTS``); otherwise it is one realization, as ``realize``.
+    A large step on the CPU runs as several realizations, the updates' inputs (gradients) first, then
+    each update node (see ``SPLIT_STEP_MIN_ELEMENTS``); otherwise it is one realization, as ``realize``.
     """
     # One optimizer records one kind of update node, so the first value says whether to look further.
     first = values[0].node if values else None
@@ -179,8 +179,11 @@ def realize_step(values) -> None:
         if read:
             # The weights of the next run are this run's results: never worth a specialization.
             realize(read, specialize=False)
-    # The old parameters and states are usually dead now: their Tensors hold the step's new values.
-    realize(values, donate=True)
+        # Each update node on its own: the old parameters and states are usually dead now (their
+        # Tensors hold the step's new values), and a plan of one node may write over them (ir.donation).
+        for node in updates.values():
+            realize([value for value in values if value.node is node], donate=True)
+    realize(values)  # what is left: all of a small step, casts of the updates' results
 
 
 def data_of(value):
