@@ -387,7 +387,7 @@ def disable_observer(mod: Module) -> None:
         mod.disable_observer()
 
 
-# PyTorch's default fake quantizers, without reduce_range (onnxruntime's int8 kernels do not overflow).
+# PyTorch's default fake quantizers (get_default_qat_qconfig narrows the activations' range).
 default_fake_quant = FakeQuantize.with_args(
     observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255, dtype="quint8", qscheme="per_tensor_affine"
 )

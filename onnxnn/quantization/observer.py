@@ -50,8 +50,8 @@ class ObserverBase(Module):
         dtype: the quantized type (``onnxnn.quint8`` or ``onnxnn.qint8``, or their names).
         qscheme: ``"per_tensor_affine"``, ``"per_tensor_symmetric"`` (or their per-channel forms
             for the per-channel observers).
-        reduce_range: use one bit less than ``dtype`` holds (for backends whose int8 accumulators
-            overflow; onnxruntime's do not need it).
+        reduce_range: use one bit less than ``dtype`` holds (for kernels whose int8 products can
+            saturate, as onnxruntime's on x86 CPUs without VNNI).
         quant_min, quant_max: a custom integer range inside ``dtype``'s; both or neither.
         eps: the smallest scale returned.
     """

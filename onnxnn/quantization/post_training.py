@@ -93,6 +93,23 @@ def _quant_type(dtype, name: str):
     return QuantType.QInt8 if kind is qint8 else QuantType.QUInt8
 
 
+def _reduce_range(reduce_range: bool | None, weight_type) -> bool:
+    """Whether the weights get 7 bits: by default where onnxruntime's x86 kernels could saturate.
+
+    On x86 CPUs without VNNI (AVX2, AVX-512 before VNNI) onnxruntime multiplies uint8 activations
+    by int8 weights with an instruction that sums each pair of products in int16: 255 * 128 * 2
+    does not fit, and the saturated sums make the result silently wrong (tens of percent, not a
+    rounding). With 7-bit weights, 255 * 64 * 2 does. uint8 weights take another kernel that does
+    not saturate. The exported model may be served on any CPU, so the default does not depend on
+    this one.
+    """
+    from onnxruntime.quantization import QuantType
+
+    if reduce_range is None:
+        return weight_type == QuantType.QInt8
+    return bool(reduce_range)
+
+
 @contextlib.contextmanager
 def _eval_mode(module: Module) -> Iterator[None]:
     """``module`` in eval mode for the export, every submodule's own flag restored after."""
@@ -157,7 +174,7 @@ def quantize_dynamic(
     inplace: bool = False,
     *,
     per_channel: bool = False,
-    reduce_range: bool = False,
+    reduce_range: bool | None = None,
     dynamic_axes: dict | None = None,
     opset_version: int | None = None,
     extra_options: dict | None = None,
@@ -177,7 +194,10 @@ def quantize_dynamic(
         dtype: the weights' type: ``onnxnn.qint8`` (default) or ``onnxnn.quint8``.
         inplace: must be False (the result is a new Module).
         per_channel: one scale per output channel of each weight.
-        reduce_range: 7-bit weights, for CPUs without VNNI whose int8 products can saturate.
+        reduce_range: 7-bit weights. The default (None) turns it on for int8 weights, whose products
+            with uint8 activations saturate in onnxruntime's kernels on x86 CPUs without VNNI
+            (AVX2); ``False`` keeps all 8 bits for models served only where that cannot happen
+            (VNNI, ARM).
         dynamic_axes: as for ``export.to_onnx`` (e.g. ``{"input_0": [0]}`` for any batch size).
         opset_version: the exported opset (default: onnxnn's).
         extra_options: passed to onnxruntime's ``quantize_dynamic`` unchanged.
@@ -208,7 +228,7 @@ def quantize_dynamic(
                 quantized_path,
                 op_types_to_quantize=op_types,
                 per_channel=per_channel,
-                reduce_range=reduce_range,
+                reduce_range=_reduce_range(reduce_range, weight_type),
                 weight_type=weight_type,
                 extra_options=extra_options,
             )
@@ -259,7 +279,7 @@ def quantize_static(
     activation_type: QuantizedDType | str = quint8,
     weight_type: QuantizedDType | str = qint8,
     per_channel: bool = False,
-    reduce_range: bool = False,
+    reduce_range: bool | None = None,
     calibrate_method: str = "MinMax",
     dynamic_axes: dict | None = None,
     opset_version: int | None = None,
@@ -285,7 +305,7 @@ def quantize_static(
         activation_type: ``onnxnn.quint8`` (default) or ``onnxnn.qint8``.
         weight_type: ``onnxnn.qint8`` (default) or ``onnxnn.quint8``.
         per_channel: one weight scale per output channel.
-        reduce_range: 7-bit weights (CPUs without VNNI).
+        reduce_range: 7-bit weights; by default (None) for int8 weights, as in :func:`quantize_dynamic`.
         calibrate_method: ``"MinMax"`` (default), ``"Entropy"``, ``"Percentile"`` or ``"Distribution"``.
         dynamic_axes, opset_version: as for ``export.to_onnx``.
         extra_options: passed to onnxruntime's ``quantize_static`` unchanged.
@@ -329,7 +349,7 @@ def quantize_static(
                 quant_format=QuantFormat.QDQ if quant_format == "QDQ" else QuantFormat.QOperator,
                 op_types_to_quantize=op_types,
                 per_channel=per_channel,
-                reduce_range=reduce_range,
+                reduce_range=_reduce_range(reduce_range, weights),
                 activation_type=activations,
                 weight_type=weights,
                 calibrate_method=getattr(CalibrationMethod, calibrate_method),

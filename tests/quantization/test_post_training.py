@@ -66,6 +66,31 @@ def test_dynamic_mlp_within_the_int8_bound(dtype):
     assert 0 < difference.max() < 0.05 * np.abs(expected).max()
 
 
+# onnxruntime's x86 kernels without VNNI sum pairs of uint8 x int8 products in int16: 255 * 128 * 2
+# saturates, 255 * 64 * 2 does not. int8 weights take 7 bits unless the caller says otherwise.
+@pytest.mark.parametrize(
+    "reduce_range, dtype, low, high",
+    [
+        (None, qint8, -64, 64),
+        (True, qint8, -64, 64),
+        (False, qint8, -127, 127),
+        (None, quint8, 0, 255),
+        (True, quint8, 0, 127),
+    ],
+)
+def test_int8_weights_take_seven_bits_by_default(reduce_range, dtype, low, high):
+    model = mlp()
+    x = onnxnn.randn(4, 64)
+    dynamic = quantize_dynamic(model, x, dtype=dtype, reduce_range=reduce_range).state_dict()
+    static = quantize_static(model, x, [x], weight_type=dtype, reduce_range=reduce_range).state_dict()
+    for state in (dynamic, static):
+        for name in ("0.weight_quantized", "2.weight_quantized"):
+            weight = state[name].numpy()
+            # The scale puts the largest weight (int8: in magnitude) on an end of the range.
+            assert low <= weight.min() and weight.max() <= high
+            assert weight.min() == low or weight.max() == high
+
+
 def test_dynamic_graph_holds_integer_ops_and_is_smaller():
     model = mlp()
     x = onnxnn.randn(4, 64)

@@ -49,6 +49,11 @@ def test_prepare_qat_swaps_layers_and_keeps_the_original():
     keys = list(prepared.state_dict())
     assert "1.weight_fake_quant.scale" in keys and "4.activation_post_process.zero_point" in keys
     assert prepared[1].weight_fake_quant.qscheme == "per_channel_symmetric"
+    # 7-bit activations, 8-bit weights: onnxruntime's x86 int8 kernels without VNNI sum pairs of
+    # products in int16, which 255 * 128 * 2 overflows and 127 * 128 * 2 does not.
+    for activations in (prepared[0].activation_post_process, prepared[1].activation_post_process):
+        assert (activations.quant_min, activations.quant_max) == (0, 127)
+    assert (prepared[1].weight_fake_quant.quant_min, prepared[1].weight_fake_quant.quant_max) == (-128, 127)
 
 
 def test_a_none_qconfig_keeps_a_layer_float():
