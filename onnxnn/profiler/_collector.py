@@ -468,7 +468,7 @@ class Collector:
         position = 0
         for model_run, run in zip(model_runs, runs):
             run_start, run_end = model_run["ts"], model_run["ts"] + model_run["dur"]
-            seen: set = set()
+            seen: dict[int, FunctionEvent] = {}
             while position < len(nodes) and nodes[position]["ts"] < run_end:
                 ort_node = nodes[position]
                 position += 1
@@ -482,7 +482,7 @@ class Collector:
                         op_type = run.op_types[index]
                         self.events.append(self._op_event(op_type, noted, "fused", run.thread, run.end_ns, run.end_ns))
 
-    def _node_event(self, ort_node: dict, run: _Run, run_start: int, seen: set) -> None:
+    def _node_event(self, ort_node: dict, run: _Run, run_start: int, seen: dict[int, FunctionEvent]) -> None:
         args = ort_node.get("args", {})
         provider = args.get("provider", "")
         device = "CUDA" if provider.startswith("CUDA") and self.options.cuda else "CPU"
@@ -502,11 +502,19 @@ class Collector:
         event = self._op_event(
             run.op_types[index], run.records[index], "onnxruntime", run.thread, start, end, details, device
         )
-        if index in seen:
-            # A further kernel of a node build_model decomposed (Adam's Sub, Mul, ...): named by
-            # its kernel so that the node's count stays one per run, attributed like the node.
+        named = seen.get(index)
+        # A node onnxruntime runs as several kernels (Adam's Sub, Mul, ... of a node build_model
+        # decomposed; the ReorderInput before a Conv on the blocked-channel layout): one event per
+        # run carries the node's name, so that its count stays one per run, and the others are
+        # named by their kernels, attributed like the node. The node's name goes to the kernel
+        # of its own op type where there is one, wherever it comes in the run.
+        if named is None:
+            seen[index] = event
+        elif kernel == run.op_types[index] and named.args.get("onnxruntime_kernel") != kernel:
+            named.name = named.args.get("onnxruntime_kernel") or named.name
+            seen[index] = event
+        else:
             event.name = kernel
-        seen.add(index)
         self.events.append(event)
 
 

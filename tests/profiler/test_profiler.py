@@ -16,6 +16,7 @@ from onnxnn.ir.mode import MODE
 from onnxnn.kernels import compiled_convolutions
 from onnxnn.profiler import ProfilerAction, profile, record_function, schedule
 from onnxnn.runtime import sessions
+from onnxnn.runtime.ops.conv_nchwc import block_size
 
 NODE_KINDS = ("onnxruntime", "kernels", "fused")
 
@@ -115,6 +116,22 @@ def test_the_profiled_session_runs_the_graph_onnxnn_runs_with_its_lowerings():
         onnxnn.nn.functional.conv2d(x, weight, padding=1).numpy()
     kernels = {e.args["onnxruntime_kernel"] for e in _nodes(prof) if e.kind == "onnxruntime"}
     assert "MatMul" in kernels and "Conv" not in kernels
+
+
+@pytest.mark.skipif(block_size() is None, reason="onnxruntime has no blocked-channel kernels on this CPU")
+def test_a_blocked_convolution_counts_once_under_its_own_kernel():
+    # On the blocked-channel layout a Conv runs as ReorderInput, Conv and ReorderOutput kernels. The
+    # Conv kernel carries the node's name whichever comes first; the reorders are named as they are.
+    x = onnxnn.randn(4, 16, 32, 32)
+    weight = onnxnn.randn(16, 16, 3, 3)
+    runs = 2
+    with onnxnn.set_executor("onnxruntime"), profile() as prof:
+        for _ in range(runs):
+            onnxnn.nn.functional.conv2d(x, weight, padding=1).numpy()
+    timed = [e for e in _nodes(prof) if e.kind == "onnxruntime"]
+    assert {"ReorderInput", "ReorderOutput"} <= {e.args["onnxruntime_kernel"] for e in timed}
+    assert [e.name for e in timed] == [e.args["onnxruntime_kernel"] for e in timed]
+    assert sum(e.name == "Conv" for e in timed) == runs
 
 
 @pytest.mark.skipif(not compiled_convolutions.available(), reason=f"{compiled_convolutions.unavailable_reason()}")
