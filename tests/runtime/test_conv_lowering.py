@@ -70,7 +70,7 @@ CASES = {
     "one image of 64 channels at 16x16": ((1, 64, 16, 16), 64, 3, 1, 1, 1, False, BLOCKED),
     "64 positions": ((8, 128, 8, 8), 128, 3, 1, 1, 1, False, BLOCKED),
     "1x1 kernel over a large image": ((2, 32, 32, 32), 32, 1, 1, 0, 1, False, None),
-    "channels not a multiple of the block": ((2, 24, 16, 16), 16, 3, 1, 1, 1, False, None),
+    "channels not a multiple of the block": ((2, 20, 16, 16), 16, 3, 1, 1, 1, False, None),
     "an RGB stem": ((2, 3, 32, 32), 16, 3, 1, 1, 1, False, None),
 }
 
@@ -182,7 +182,7 @@ TRANSPOSE_CASES = {
     "4x4 images, 128 columns": ((8, 64, 4, 4), 32, 3, 1, 1, True, None),
     "4x4 images, 256 columns": ((16, 64, 4, 4), 32, 3, 1, 1, True, BLOCKED),
     "one 8x8 image, 64 columns": ((1, 128, 8, 8), 128, 3, 1, 1, False, None),
-    "channels not a multiple of the block": ((2, 16, 16, 16), 24, 3, 1, 1, False, None),
+    "channels not a multiple of the block": ((2, 16, 16, 16), 20, 3, 1, 1, False, None),
     "a 1x1 kernel, with bias": ((2, 24, 9, 9), 40, 1, 0, 1, True, AS_CONV),
     "a 1x1 kernel, channels a multiple of the block": ((8, 32, 8, 8), 64, 1, 0, 1, False, AS_CONV),
     "a 1x1 kernel cropping its output keeps the op": ((2, 8, 9, 9), 8, 1, 1, 1, False, None),

@@ -163,7 +163,12 @@ NAN, INF = float("nan"), float("inf")
 def test_values_at_the_edges_are_pytorchs(call, expected):
     result = call().numpy()
     assert result.dtype == expected.dtype and result.shape == expected.shape
-    np.testing.assert_array_equal(result, expected)
+    if np.issubdtype(expected.dtype, np.floating):
+        # A few units in the last place: atan2 is atan (correctly rounded or one ulp off, by the libm
+        # onnxruntime links) plus a rounded shift by pi.
+        np.testing.assert_allclose(result, expected, rtol=4 * np.finfo(expected.dtype).eps, atol=0)
+    else:
+        np.testing.assert_array_equal(result, expected)
 
 
 def test_erf_of_a_float32_scalar_tensor_is_a_scalar():
