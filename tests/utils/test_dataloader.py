@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import os
 import signal
 
@@ -149,6 +151,21 @@ def test_persistent_workers_are_seeded_once():
         {int(worker): int(seed) for worker, seed in (batch.tolist() for batch in loader)} for _ in range(2)
     ]
     assert first == second and first[1] == first[0] + 1
+
+
+def test_an_iterator_dropped_in_a_reference_cycle_stops_its_workers_with_a_request():
+    # The cycle collector closes the garbage's queues (their weakref finalizers) before it calls the
+    # iterator's __del__: the stop request must still reach the workers, which then exit on their
+    # own (status 0) instead of being killed after a wait.
+    before = set(multiprocessing.active_children())
+    iterator = iter(DataLoader(Rows(8), batch_size=2, num_workers=2))
+    assert next(iterator)[1].tolist() == [0, 1]
+    workers = [process for process in multiprocessing.active_children() if process not in before]
+    assert len(workers) == 2
+    iterator.cycle = iterator
+    del iterator
+    gc.collect()
+    assert [worker.exitcode for worker in workers] == [0, 0]
 
 
 @pytest.mark.parametrize("num_workers", [0, 1, 2])

@@ -28,6 +28,14 @@ __all__ = ["DataLoader"]
 # How long the main process waits for a batch before checking that every worker is alive (seconds).
 LIVENESS_CHECK_INTERVAL = 1.0
 
+# The queues of every worker iterator not yet shut down, by the iterator's id. An iterator dropped
+# in a reference cycle is shut down by the cycle collector, which runs the weakref callbacks of the
+# garbage before any __del__. Were its queues garbage too, their finalizers would have run first:
+# an index queue closed, so the stop request put after that never reached its worker (the shutdown
+# waited 5 s per worker, then killed it), and the queues' semaphores unlinked, so a worker still
+# starting could not open them. Held here, the queues outlive the iterator's shutdown.
+_OPEN_QUEUES: dict[int, tuple] = {}
+
 
 class _InfiniteConstantSampler(Sampler):
     """The sampler of an ``IterableDataset``: ``None`` forever (the dataset decides when it ends)."""
@@ -235,9 +243,10 @@ class _WorkersIterator:
         self._loader = loader
         context = loader.multiprocessing_context or _default_context()
         self._result_queue = context.Queue()
-        self._index_queues = []
-        self._workers = []
+        self._index_queues: list = []
+        self._workers: list = []
         self._shut_down = False
+        _OPEN_QUEUES[id(self)] = (self._result_queue, self._index_queues)
         self._segment_prefix = segment_prefix()
         # PyTorch's order: the sampler's iterator, then the base seed (a sampler that draws as soon as
         # it is iterated draws first), the same draws as the single-process iterator makes.
@@ -393,32 +402,35 @@ class _WorkersIterator:
         if self._shut_down:
             return
         self._shut_down = True
-        for index_queue in self._index_queues:
-            try:
-                index_queue.put(None)
-            except (OSError, ValueError):
-                pass
-        for worker in self._workers:
-            worker.join(timeout=5.0)
-            if worker.is_alive():
-                worker.terminate()
-                worker.join()
-        for index_queue in self._index_queues:
-            index_queue.close()
-        # Batches that arrived but will never be returned: their shared memory segments go now.
-        for task in self._tasks.values():
-            if len(task) == 2:
-                release(task[1])
-        self._tasks.clear()
-        while True:
-            try:
-                _, batch = self._result_queue.get_nowait()
-            except (queue.Empty, OSError, EOFError, ValueError):
-                break
-            release(batch)
-        remove_segments(self._segment_prefix)  # made by the stopped workers, never received
-        self._result_queue.cancel_join_thread()
-        self._result_queue.close()
+        try:
+            for index_queue in self._index_queues:
+                try:
+                    index_queue.put(None)
+                except (OSError, ValueError):
+                    pass
+            for worker in self._workers:
+                worker.join(timeout=5.0)
+                if worker.is_alive():
+                    worker.terminate()
+                    worker.join()
+            for index_queue in self._index_queues:
+                index_queue.close()
+            # Batches that arrived but will never be returned: their shared memory segments go now.
+            for task in self._tasks.values():
+                if len(task) == 2:
+                    release(task[1])
+            self._tasks.clear()
+            while True:
+                try:
+                    _, batch = self._result_queue.get_nowait()
+                except (queue.Empty, OSError, EOFError, ValueError):
+                    break
+                release(batch)
+            remove_segments(self._segment_prefix)  # made by the stopped workers, never received
+            self._result_queue.cancel_join_thread()
+            self._result_queue.close()
+        finally:
+            _OPEN_QUEUES.pop(id(self), None)
 
     def __del__(self) -> None:
         try:
