@@ -388,6 +388,9 @@ def _session(path_or_proto, threads: int | None):
     options = onnxruntime.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
+    # Its pool spins within a run only, as onnxnn's do: one spinning after its block would take the
+    # cores from onnxnn's next one (bench_sessions_in_turn.py; alone, it runs as fast either way).
+    options.add_session_config_entry("session.force_spinning_stop", "1")
     model = path_or_proto if isinstance(path_or_proto, str) else path_or_proto.SerializeToString()
     return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 

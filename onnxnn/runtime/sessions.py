@@ -280,6 +280,13 @@ def create_session(
         options.add_session_config_entry("session.use_env_allocators", "1")
     if cut is not None and threads != 1 and cut[1] > SPINNING_MOST_SESSIONS:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    elif threads != 1:
+        # Its pool spins within a run (many small ops wake it), never after it: each session has a pool
+        # of its own, and one left spinning takes the cores from whatever runs next, another session
+        # above all. Two models called in turn on two threads (an MLP's and a small ResNet's inference)
+        # took 10.5 ms a round with their pools spinning after each run, 5.0 with this; one model
+        # alone runs as fast as spinning throughout (benchmarks/bench_sessions_in_turn.py).
+        options.add_session_config_entry("session.force_spinning_stop", "1")
     if MODE.flush_denormal:  # onnxnn.set_flush_denormal: the session's thread pool flushes too
         options.add_session_config_entry("session.set_denormal_as_zero", "1")
     if MODE.deterministic[0]:  # onnxnn.use_deterministic_algorithms

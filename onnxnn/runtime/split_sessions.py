@@ -49,12 +49,13 @@ __all__ = ["SplitSession", "session_runner", "SPINNING_MOST_SESSIONS", "compiled
 SPLIT_PART_KEY = "onnxnn.split_part"
 
 
-# The most sessions a cut plan may have for their thread pools to spin after a run. A spinning pool
+# The most sessions a cut plan may have for their thread pools to spin. A pool spinning after its run
 # takes the cores from the next session and the compiled loops between them: a small ResNet's step
 # cut into 16 sessions took 4x as long on two threads, MobileNetV2's into 78 5x; without spinning,
-# 0.83-0.87 of the time they took on one thread each. A plan cut only around its weight gradients
-# (two sessions) loses to the wake-ups of hundreds of small ops without spinning: MobileNetV2's
-# step on two threads 249 ms spinning, 273 not.
+# 0.83-0.87 of the time they took on one thread each. Spinning within runs only (``create_session``)
+# still cost the small ResNet's step 1.09x its time without. A plan cut only around its weight
+# gradients (two sessions) loses to the wake-ups of hundreds of small ops without spinning:
+# MobileNetV2's step on two threads 249 ms spinning, 273 not.
 SPINNING_MOST_SESSIONS = 2
 
 # The threads of a compiled node run beside the sessions: one, so that the sessions' threads and it

@@ -17,6 +17,7 @@ from onnxnn.runtime.session_optimizers import (
     disabled_optimizers,
 )
 from onnxnn.runtime.sessions import create_session
+from onnxnn.runtime.split_sessions import SPINNING_MOST_SESSIONS, SPLIT_PART_KEY
 from tests.tolerances import normalization_bound, unit_roundoff
 
 OPSET = [helper.make_opsetid("", 17)]
@@ -193,3 +194,35 @@ def test_a_residual_sum_and_layer_norm_run_as_the_two_ops_not_the_slower_fused_k
     expected = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-5) * gain + bias
     bound = normalization_bound(s, -1, 1e-5) * gain + 4 * unit_roundoff(np.float32) * np.abs(expected)
     np.testing.assert_array_less(np.abs(ours.run(None, {"x": x, "r": r})[0] - expected), bound)
+
+
+def _config_entry(session, key: str) -> str | None:
+    try:
+        return session.get_session_options().get_session_config_entry(key)
+    except RuntimeError:  # never set: onnxruntime's default
+        return None
+
+
+def _cut_part(model: onnx.ModelProto, sessions: int) -> onnx.ModelProto:
+    """``model`` marked as one of the ``sessions`` sessions of a cut plan (split_sessions.SPLIT_PART_KEY)."""
+    model.metadata_props.add(key=SPLIT_PART_KEY, value=f"{1 << 20} {sessions}")
+    return model
+
+
+@pytest.mark.parametrize(
+    "threads, cut_sessions, spins, stops_spinning_after_runs",
+    [
+        (2, None, True, True),  # a plan's one session: its pool spins within a run only
+        (0, None, True, True),  # onnxruntime's default threads (one per core)
+        (2, SPINNING_MOST_SESSIONS, True, True),  # a plan cut around its weight gradients
+        (2, SPINNING_MOST_SESSIONS + 1, False, False),  # cut further: the pools never spin
+        (1, None, True, False),  # no pool threads: nothing to stop
+    ],
+)
+def test_a_sessions_pool_never_spins_after_its_run(threads, cut_sessions, spins, stops_spinning_after_runs):
+    # Each session has its own pool: one left spinning after its run took the cores from the next
+    # session's (bench_sessions_in_turn.py: two models in turn on two threads, 2.3x the time).
+    model = _model([_node("Relu")])
+    session = create_session(model if cut_sessions is None else _cut_part(model, cut_sessions), threads=threads)
+    assert (_config_entry(session, "session.intra_op.allow_spinning") != "0") is spins
+    assert (_config_entry(session, "session.force_spinning_stop") == "1") is stops_spinning_after_runs
