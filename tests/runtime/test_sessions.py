@@ -221,7 +221,7 @@ def _cut_part(model: onnx.ModelProto, sessions: int) -> onnx.ModelProto:
 )
 def test_a_sessions_pool_never_spins_after_its_run(threads, cut_sessions, spins, stops_spinning_after_runs):
     # Each session has its own pool: one left spinning after its run took the cores from the next
-    # session's (bench_sessions_in_turn.py: two models in turn on two threads, 2.3x the time).
+    # session's (bench_sessions_in_turn.py: two models in turn on two threads, 2.2x the time).
     model = _model([_node("Relu")])
     session = create_session(model if cut_sessions is None else _cut_part(model, cut_sessions), threads=threads)
     assert (_config_entry(session, "session.intra_op.allow_spinning") != "0") is spins
