@@ -37,7 +37,7 @@ import onnxnn
 from onnxnn.onnx import to_onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_vs_torch import _cores, _mlp, _small_resnet  # noqa: E402
+from bench_vs_torch import _calibrated_calls, _cores, _mlp, _small_resnet  # noqa: E402
 
 # Each raw setting's session config entries (onnxruntime's default spins after runs); "onnxnn" is
 # onnxnn's own sessions.
@@ -82,9 +82,7 @@ def _milliseconds(call) -> float:
     """The median over blocks of ``call``'s time, in milliseconds."""
     for _ in range(5):
         call()
-    start = time.perf_counter()
-    call()
-    calls = max(1, int(BLOCK_SECONDS / max(time.perf_counter() - start, 1e-6)))
+    calls = _calibrated_calls(call, lambda: None, BLOCK_SECONDS)
     samples = []
     for _ in range(BLOCKS):
         start = time.perf_counter()
