@@ -2,7 +2,7 @@
 (onnxnn/kernels/update_loops.c, with float_modes.c: the threads' handling of subnormals), and the
 layers' loops: the convolutions' weight gradients (convolution_loops.c, depthwise_loops.c), batch
 normalization's and ReLU's training passes (normalization_loops.c) and max pooling's gradient
-(pooling_loops.c), with the pool of threads they share (loop_threads.c).
+(pooling_loops.c), with the pool of threads they and the updates share (loop_threads.c).
 
 Everything else is in pyproject.toml. The libraries are optional: where one does not build (no
 compiler), what it computes runs as before it, as numpy formulas or onnxruntime graphs, with the

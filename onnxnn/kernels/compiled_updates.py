@@ -19,14 +19,11 @@ well under a millisecond.
 from __future__ import annotations
 
 import ctypes
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import numpy as np
 
-from ..ir.mode import MODE, intra_op_thread_count, switched_on_in_environment
-from .float_modes import set_thread_flush_denormal
+from ..ir.mode import intra_op_thread_count, switched_on_in_environment
 from .loop_libraries import LoopLibrary
 
 __all__ = ["loop", "address", "available", "unavailable_reason"]
@@ -42,13 +39,15 @@ COMPILED_MIN_ELEMENTS = 1 << 15
 
 # The smallest update that the intra-op threads share (``onnxnn.set_num_threads``): each takes a
 # contiguous range of the elements, cut inside a tensor where needed, so the results are the same
-# bits whatever their number. Handing a range to the pool costs about 0.1 ms: Momentum on two
-# threads, against one, 300,000 elements 0.31 / 0.28 ms, 670,000 0.53 / 0.61, 1.2 million 0.80 / 1.17,
-# 11.7 million (resnet18) 3.7 / 8.7.
-THREADED_MIN_ELEMENTS = 1 << 20
-# The fewest elements a thread is given: on a machine of many cores a million-element update is not
-# cut into slivers that cost more to hand out than to compute.
-SHARE_MIN_ELEMENTS = 1 << 19
+# bits whatever their number. The ranges go to the layer loops' pool of parked workers
+# (loop_threads.c), and handing them out costs some 30 us. Two threads against one, float32
+# (2026-12-05, 2 cores): Adam 131,072 elements 87 / 77 us, 262,144 125 / 144, 669,706 (the MLP's)
+# 250 / 578, 11.7 million 11.6 / 14.1 ms; Momentum 262,144 100 / 84 us, 669,706 181 / 263, 1 million
+# 284 / 745, 11.7 million (resnet18) 7.7 / 11.3 ms.
+THREADED_MIN_ELEMENTS = 1 << 19
+# The fewest elements a thread is given: on a machine of many cores a half-million-element update is
+# not cut into slivers that cost more to hand out than to compute.
+SHARE_MIN_ELEMENTS = 1 << 18
 # Ranges start at multiples of this many elements (a 64-byte line of float32), so that no two
 # threads write one cache line.
 _RANGE_ALIGNMENT = 16
@@ -201,28 +200,20 @@ def loop(op_type: str, dtype: np.dtype, elements: int) -> Callable | None:
         factor_array = (scalar_type * len(factors))(*[0 if factor is None else factor for factor in factors])
         streamed = elements >= STREAM_MIN_ELEMENTS and not in_place
         bits = option_bits(states, factors, options) | (_STREAM_OPTION if streamed else 0)
-
-        def call(share_counts: Sequence[int], share_addresses: list) -> None:
-            # ctypes releases the GIL for the call: the shares run at once.
-            function(
-                len(share_counts),
-                (ctypes.c_size_t * len(share_counts))(*share_counts),
-                (ctypes.c_void_p * len(share_addresses))(*share_addresses),
-                factor_array,
-                bits,
-            )
-
         threads = 1
         if elements >= THREADED_MIN_ELEMENTS:
             threads = min(intra_op_thread_count(), max(1, elements // SHARE_MIN_ELEMENTS))
-        if threads == 1:
-            call(counts, addresses)
+        if threads > 1 and _THREADS.get() is not None:
+            _THREADS.run(function, _shares(counts, addresses, itemsize, threads), factor_array, bits, threads)
             return
-        first, *others = _shares(counts, addresses, itemsize, threads)
-        pending = [_pool(len(others)).submit(call, *share) for share in others]
-        call(*first)
-        for future in pending:
-            future.result()
+        # ctypes releases the GIL for the call, as for the shared one: other Python threads go on.
+        function(
+            len(counts),
+            (ctypes.c_size_t * len(counts))(*counts),
+            (ctypes.c_void_p * len(addresses))(*addresses),
+            factor_array,
+            bits,
+        )
 
     return run
 
@@ -250,30 +241,53 @@ def _shares(counts: Sequence[int], addresses: list, itemsize: int, threads: int)
     return [share for share in shares if share[0]]
 
 
-# (workers, flush_denormal, ThreadPoolExecutor): one pool, replaced by a larger one when asked for more,
-# or when ``set_flush_denormal`` changed the mode its threads took (the shares must round alike).
-_POOL: list = []
-if hasattr(os, "register_at_fork"):
-    # A forked child has none of the pool's threads: an update handed to them would wait forever.
-    os.register_at_fork(after_in_child=_POOL.clear)
+class _UpdateShare(ctypes.Structure):
+    """loop_threads.c's ``UpdateShare``: one update function's call on a range of an update's elements."""
+
+    _fields_ = [
+        ("update", ctypes.c_void_p),
+        ("tensors", ctypes.c_size_t),
+        ("counts", ctypes.c_void_p),
+        ("arrays", ctypes.c_void_p),
+        ("factors", ctypes.c_void_p),
+        ("options", ctypes.c_int),
+    ]
 
 
-def _flushing_thread() -> None:
-    set_thread_flush_denormal(True)
+class _Threads(LoopLibrary):
+    """The layer loops' pool of threads (loop_threads.c), which the updates share: its workers are parked
+    between calls and take the caller's floating-point mode (``set_flush_denormal``) for each call, so
+    that every share rounds alike. A forked child starts workers of its own. Where that library is
+    missing (no C compiler with POSIX threads: MSVC), updates run on the calling thread."""
+
+    def __init__(self):
+        super().__init__(f"{__package__}._layer_loops", "loop_threads.c", 1, "the updates run on one thread")
+        self.run_shares = None
+
+    def bind(self, library) -> None:
+        self.run_shares = library.onnxnn_run_update_shares
+        self.run_shares.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]  # the shares, their count, threads
+        self.run_shares.restype = None
+
+    def run(self, function, shares: list, factor_array, bits: int, threads: int) -> None:
+        """Runs ``function`` (an update loop) on each of ``shares`` (``_shares``), ``threads`` at once."""
+        table = (_UpdateShare * len(shares))()
+        function_address = ctypes.cast(function, ctypes.c_void_p).value
+        arrays: list = []  # the ctypes arrays the table points into, alive until the call returns
+        for share, (share_counts, share_addresses) in zip(table, shares):
+            counts = (ctypes.c_size_t * len(share_counts))(*share_counts)
+            addresses = (ctypes.c_void_p * len(share_addresses))(*share_addresses)
+            arrays += (counts, addresses)
+            share.update = function_address
+            share.tensors = len(share_counts)
+            share.counts = ctypes.addressof(counts)
+            share.arrays = ctypes.addressof(addresses)
+            share.factors = ctypes.addressof(factor_array)
+            share.options = bits
+        self.run_shares(table, len(shares), threads)  # ctypes releases the GIL for the call
 
 
-def _pool(workers: int) -> ThreadPoolExecutor:
-    flush = MODE.flush_denormal
-    if not _POOL or _POOL[0][0] < workers or _POOL[0][1] != flush:
-        if _POOL:
-            _POOL.pop()[2].shutdown(wait=False)
-        threads = ThreadPoolExecutor(
-            max_workers=workers,
-            thread_name_prefix="onnxnn-update",
-            initializer=_flushing_thread if flush else None,
-        )
-        _POOL.append((workers, flush, threads))
-    return _POOL[0][2]
+_THREADS = _Threads()
 
 
 def available() -> bool:

@@ -1,5 +1,6 @@
-/* The layer loops' threads (convolution_loops.h): one pool of workers, started on first use and parked
- * on a condition variable between calls, that share a call's pieces with the calling thread.
+/* The layer loops' threads (convolution_loops.h), which the optimizer updates share too (the end of this
+ * file): one pool of workers, started on first use and parked on a condition variable between calls,
+ * that share a call's pieces with the calling thread.
  *
  * The loops used to start a thread per share with pthread_create and join it at the end of each call,
  * and each thread ran one fixed share. On two cores that are also running onnxruntime's threads and the
@@ -169,4 +170,35 @@ void run_shares(void *(*run)(void *), void *shares, size_t share_size, int64_t c
     pool.call = NULL, pool.wanted = 0;  /* no worker joins any more */
     while (pool.inside > 0) pthread_cond_wait(&pool.ended, &pool.lock);
     pthread_mutex_unlock(&pool.lock);
+}
+
+/* The optimizer updates (update_loops.c, compiled_updates.py) share the same workers. That library is
+ * built without threads (and for MSVC too), so its shares come here: each is one call of an update
+ * function on a range of the update's elements, as compiled_updates.py cut them. */
+#define LOOP_THREADS_VERSION 1
+EXPORTED int onnxnn_loop_threads_version(void) { return LOOP_THREADS_VERSION; }
+
+/* An update function of update_loops.c (its UPDATE_PARAMETERS): the tensors, their element counts,
+ * their arrays, the factors (float or double, as the function's dtype) and the option bits. */
+typedef void (*UpdateLoop)(size_t tensors, const size_t *counts, void *const *arrays, const void *factors, int options);
+
+typedef struct {
+    UpdateLoop update;
+    size_t tensors;
+    const size_t *counts;
+    void *const *arrays;
+    const void *factors;
+    int options;
+} UpdateShare;
+
+static void *run_update_share(void *share)
+{
+    const UpdateShare *update = share;
+    update->update(update->tensors, update->counts, update->arrays, update->factors, update->options);
+    return NULL;
+}
+
+EXPORTED void onnxnn_run_update_shares(UpdateShare *shares, int64_t count, int64_t threads)
+{
+    run_shares(run_update_share, shares, sizeof(UpdateShare), count, threads);
 }

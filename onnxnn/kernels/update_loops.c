@@ -66,8 +66,10 @@
 #define UPDATE_LOOPS_VERSION 5
 EXPORTED int onnxnn_update_loops_version(void) { return UPDATE_LOOPS_VERSION; }
 
+/* The factors are REAL (the function's dtype), passed as void: loop_threads.c calls every function
+ * through one pointer type when it shares an update among threads. */
 #define UPDATE_PARAMETERS \
-    size_t tensors, const size_t *counts, void *const *arrays, const REAL *factors, int options
+    size_t tensors, const size_t *counts, void *const *arrays, const void *factors, int options
 /* The loop over an exported function's tensors, each with its count (counts[tensor]) and its
  * ``per_tensor`` arrays, the first of them at ``arrays``. */
 #define EACH_TENSOR(per_tensor) for (size_t tensor = 0; tensor < tensors; tensor++, arrays += (per_tensor))

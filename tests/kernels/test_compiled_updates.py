@@ -25,7 +25,7 @@ import onnxnn
 from onnxnn.ir.mode import MODE
 from onnxnn.kernels import compiled_updates, recycled_buffers
 
-from .update_chains import CASES, update_chain
+from .update_chains import CASES, counted_shared_runs, update_chain
 
 LAYOUTS = {
     "flat vector": [(7, 5), (13,), (), (3, 1, 2)],
@@ -339,8 +339,9 @@ def test_a_forked_child_shares_its_updates_among_threads_of_its_own(monkeypatch)
     monkeypatch.setattr(compiled_updates, "THREADED_MIN_ELEMENTS", 0)
     monkeypatch.setattr(compiled_updates, "SHARE_MIN_ELEMENTS", 1)
     monkeypatch.setattr(MODE, "intra_op_threads", 2)
+    shared = counted_shared_runs(monkeypatch)
     update_chain("momentum", steps=1, shapes=LAYOUTS["tensor by tensor"])
-    assert compiled_updates._POOL
+    assert shared == [2]
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:  # the child: one shared update, then its verdict through the pipe
@@ -360,10 +361,11 @@ def test_a_forked_child_shares_its_updates_among_threads_of_its_own(monkeypatch)
 
 @needs_the_library
 @pytest.mark.parametrize(
-    "elements, threads, shares", [(1 << 20, 64, 2), (3 << 20, 64, 6), (3 << 20, 2, 2), (1 << 19, 64, 1)]
+    "elements, threads, shares",
+    [(1 << 19, 64, 2), (3 << 19, 64, 6), (3 << 19, 2, 2), ((1 << 19) - 16, 64, 1), (1 << 19, 1, 1)],
 )
-def test_each_thread_gets_at_least_half_a_million_elements(elements, threads, shares, monkeypatch):
-    # On many cores a million-element update is not cut into slivers costing more to hand out than to run.
+def test_each_thread_gets_at_least_a_quarter_million_elements(elements, threads, shares, monkeypatch):
+    # On many cores a half-million-element update is not cut into slivers costing more to hand out than to run.
     monkeypatch.setattr(MODE, "intra_op_threads", threads)
     asked: list = []
     original = compiled_updates._shares

@@ -148,3 +148,16 @@ def update_chain(case: str, steps: int = 3, dtype=np.float32, shapes=SHAPES, in_
         states = [list(results[count * (kind + 1) : count * (kind + 2)]) for kind in range(state_lists)]
         history.append([np.array(result) for result in results])
     return history
+
+
+def counted_shared_runs(monkeypatch) -> list:
+    """A list that each update shared among the loop threads' pool (loop_threads.c) appends its
+    number of shares to."""
+    pool = compiled_updates._THREADS
+    assert pool.get() is not None, pool.reason
+    runs: list = []
+    run_shares = pool.run_shares
+    monkeypatch.setattr(
+        pool, "run_shares", lambda table, count, threads: runs.append(count) or run_shares(table, count, threads)
+    )
+    return runs
