@@ -8,8 +8,11 @@ times the same eight products, one intra-op thread each, in interleaved rounds: 
 session of eight MatMul nodes: the kernels onnxnn's sessions run), ``torch.mm`` (when torch is
 installed) and numpy's BLAS, and prints each one's milliseconds, GFLOP/s and the ratio
 onnxruntime / torch. Divide onnxruntime's time by ``mlp_adam_bN``'s torch step time for the floor.
+``--threads N`` gives every contender N threads instead (the session's pool spinning within its
+runs only, as onnxnn's sessions do; numpy left out), for the floor of ``bench_vs_torch.py``'s
+default-threads rows.
 
-Run: python benchmarks/bench_matmul_floor.py [--batches 256 1024] [--rounds 5]
+Run: python benchmarks/bench_matmul_floor.py [--batches 256 1024] [--rounds 5] [--threads 1]
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def products(batch: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
     return forward + weight_gradients + input_gradients
 
 
-def _session(shapes: list) -> onnxruntime.InferenceSession:
+def _session(shapes: list, threads: int) -> onnxruntime.InferenceSession:
     inputs, nodes, outputs = [], [], []
     for index, (left, right) in enumerate(shapes):
         inputs += [
@@ -51,22 +54,24 @@ def _session(shapes: list) -> onnxruntime.InferenceSession:
     )
     model.ir_version = 10
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.force_spinning_stop", "1")
     return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def bench(batch: int, rounds: int) -> dict:
+def bench(batch: int, rounds: int, threads: int = 1) -> dict:
     shapes = products(batch)
     generator = np.random.default_rng(0)
     arrays = [(generator.standard_normal(a, np.float32), generator.standard_normal(b, np.float32)) for a, b in shapes]
     flops = sum(2 * a.shape[0] * a.shape[1] * b.shape[1] for a, b in arrays)
-    session = _session(shapes)
+    session = _session(shapes, threads)
     feeds = {name: array for index, pair in enumerate(arrays) for name, array in zip((f"a{index}", f"b{index}"), pair)}
-    contenders = {
-        "onnxruntime": lambda: session.run(None, feeds),
-        "numpy": lambda: [a @ b for a, b in arrays],
-    }
+    contenders = {"onnxruntime": lambda: session.run(None, feeds)}
+    if threads == 1:
+        # On more threads numpy's BLAS workers keep spinning long after its block, on the cores the
+        # next contender's threads need.
+        contenders["numpy"] = lambda: [a @ b for a, b in arrays]
     if torch is not None:
         tensors = [(torch.from_numpy(a), torch.from_numpy(b)) for a, b in arrays]
         contenders["torch"] = lambda: [torch.mm(a, b) for a, b in tensors]
@@ -76,11 +81,12 @@ def bench(batch: int, rounds: int) -> dict:
     repeats = max(2, 4096 // batch)
     for _ in range(rounds):
         for name, call in contenders.items():  # interleaved: drifting load falls on all alike
+            call()  # untimed: the last contender's threads may still spin for a while after its block
             start = time.perf_counter()
             for _ in range(repeats):
                 call()
             times[name].append((time.perf_counter() - start) / repeats)
-    report: dict = {"workload": "mlp_step_products", "batch": batch, "mflop": round(flops / 1e6, 1), "threads": 1}
+    report: dict = {"workload": "mlp_step_products", "batch": batch, "mflop": round(flops / 1e6, 1), "threads": threads}
     for name, samples in times.items():
         seconds = statistics.median(samples)
         report[f"{name}_ms"] = seconds * 1e3
@@ -95,17 +101,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, nargs="+", default=[256, 1024])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
     arguments = parser.parse_args()
     if torch is not None:
-        torch.set_num_threads(1)
+        torch.set_num_threads(arguments.threads)
     try:
         from threadpoolctl import threadpool_limits
 
-        threadpool_limits(1)  # numpy's BLAS on one thread too, where threadpoolctl is installed
+        threadpool_limits(arguments.threads)  # numpy's BLAS too, where threadpoolctl is installed
     except ImportError:
         pass
     for batch in arguments.batches:
-        print(json.dumps(bench(batch, arguments.rounds)))
+        print(json.dumps(bench(batch, arguments.rounds, arguments.threads)))
 
 
 if __name__ == "__main__":

@@ -40,10 +40,10 @@ COMPILED_MIN_ELEMENTS = 1 << 15
 # The smallest update that the intra-op threads share (``onnxnn.set_num_threads``): each takes a
 # contiguous range of the elements, cut inside a tensor where needed, so the results are the same
 # bits whatever their number. The ranges go to the layer loops' pool of parked workers
-# (loop_threads.c), and handing them out costs some 30 us. Two threads against one, float32
-# (2026-12-05, 2 cores): Adam 131,072 elements 87 / 77 us, 262,144 125 / 144, 669,706 (the MLP's)
-# 250 / 578, 11.7 million 11.6 / 14.1 ms; Momentum 262,144 100 / 84 us, 669,706 181 / 263, 1 million
-# 284 / 745, 11.7 million (resnet18) 7.7 / 11.3 ms.
+# (loop_threads.c), and handing them out costs some 30 us. Two threads against one, float32, fresh
+# result arrays (2026-12-05, 2 cores): Adam 131,072 elements 87 / 77 us, 262,144 125 / 144, 669,706
+# (the MLP's, in cache) 250 / 578, 11.7 million 11.6 / 14.1 ms; Momentum 262,144 100 / 84 us, 669,706
+# 181 / 263, 1 million 284 / 745, 11.7 million (resnet18's) 7.7 / 11.3 ms.
 THREADED_MIN_ELEMENTS = 1 << 19
 # The fewest elements a thread is given: on a machine of many cores a half-million-element update is
 # not cut into slivers that cost more to hand out than to compute.
