@@ -28,7 +28,6 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import onnxruntime
@@ -37,6 +36,7 @@ import onnxnn
 from onnxnn.onnx import to_onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_runtime import _per_call_us  # noqa: E402
 from bench_vs_torch import _calibrated_calls, _cores, _mlp, _small_resnet  # noqa: E402
 
 # Each raw setting's session config entries (onnxruntime's default spins after runs); "onnxnn" is
@@ -82,14 +82,7 @@ def _milliseconds(call) -> float:
     """The median over blocks of ``call``'s time, in milliseconds."""
     for _ in range(5):
         call()
-    calls = _calibrated_calls(call, lambda: None, BLOCK_SECONDS)
-    samples = []
-    for _ in range(BLOCKS):
-        start = time.perf_counter()
-        for _ in range(calls):
-            call()
-        samples.append((time.perf_counter() - start) / calls * 1e3)
-    return statistics.median(samples)
+    return _per_call_us(call, _calibrated_calls(call, lambda: None, BLOCK_SECONDS), BLOCKS) / 1e3
 
 
 def _measure(setting: str) -> dict:

@@ -17,6 +17,7 @@ import onnxnn
 from onnxnn.ir.mode import MODE
 from onnxnn.kernels import compiled_updates
 from onnxnn.kernels.float_modes import thread_flushes_denormal
+from tests.kernels.update_chains import counted_shared_runs
 
 SETTABLE = compiled_updates.unavailable_reason() is None and platform.machine().lower() in {
     "x86_64",
@@ -63,12 +64,9 @@ def test_the_threads_sharing_an_update_flush_as_the_calling_thread(flush, monkey
     monkeypatch.setattr(compiled_updates, "THREADED_MIN_ELEMENTS", 0)
     monkeypatch.setattr(compiled_updates, "SHARE_MIN_ELEMENTS", 1)
     monkeypatch.setattr(MODE, "intra_op_threads", 3)
-    pool = compiled_updates._THREADS
-    if pool.get() is None:
-        pytest.skip(pool.reason)
-    shared: list = []
-    run_shares = pool.run_shares
-    monkeypatch.setattr(pool, "run_shares", lambda *arguments: shared.append(arguments[1]) or run_shares(*arguments))
+    if compiled_updates._THREADS.get() is None:
+        pytest.skip(compiled_updates._THREADS.reason)
+    shared = counted_shared_runs(monkeypatch)
     assert onnxnn.set_flush_denormal(flush)
     tiny = np.finfo(np.float32).tiny
     # Pieces of a third of a million elements each: the workers wake before the caller has taken them all.
