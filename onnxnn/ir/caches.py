@@ -36,6 +36,11 @@ def cache_names() -> list[str]:
     return sorted(_CLEARS)
 
 
+def _mark_dropped(value) -> None:
+    if hasattr(value, "dropped"):
+        value.dropped = True
+
+
 class WeightedCache(OrderedDict):
     """Entries oldest first, bounded by their count and by the total of their weights.
 
@@ -48,6 +53,8 @@ class WeightedCache(OrderedDict):
     (one attribute store) rather than calling ``move_to_end``, which would hash the key again: a
     structural key is a long tuple, whose hash Python does not keep (about a microsecond per hit).
     Entries must be added and removed by ``put``, ``discard`` and ``clear``, which keep the weights.
+    A value with a ``dropped`` attribute gets it set when it leaves the cache (evicted, replaced,
+    discarded or cleared), so that whoever still holds it knows the cache has let it go.
     """
 
     def __init__(self, capacity: int, budget: int):
@@ -61,6 +68,9 @@ class WeightedCache(OrderedDict):
         """Adds (or replaces) ``key``'s entry as the most recently used, then evicts past the bounds."""
         self.total += weight - self.weights.get(key, 0)
         self.weights[key] = weight
+        replaced = self.get(key)
+        if replaced is not None and replaced is not value:
+            _mark_dropped(replaced)
         self[key] = value
         self.move_to_end(key)
         self.trim()
@@ -74,6 +84,7 @@ class WeightedCache(OrderedDict):
                 self[key] = value
                 continue
             self.total -= self.weights.pop(key)
+            _mark_dropped(value)
 
     def bound(self, capacity: int | None = None, budget: int | None = None) -> None:
         """Sets the count bound and/or the weight budget, evicting what no longer fits."""
@@ -84,10 +95,14 @@ class WeightedCache(OrderedDict):
         self.trim()
 
     def discard(self, key) -> None:
-        if self.pop(key, None) is not None:
+        value = self.pop(key, None)
+        if value is not None:
             self.total -= self.weights.pop(key)
+            _mark_dropped(value)
 
     def clear(self) -> None:
+        for value in self.values():
+            _mark_dropped(value)
         super().clear()
         self.weights.clear()
         self.total = 0

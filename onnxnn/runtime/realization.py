@@ -73,7 +73,7 @@ def realize(values, specialize: bool = True, donate: bool = False) -> None:
     # that it feeds, or holds as a constant, and ``assign_results`` leaves its data as it is.)
     if known is None:
         run_plan(plan(targets, not in_backward), specialize, donate=donate)
-    else:  # a forward replay's result (fastpath.known_plans)
+    elif not known[0].realize(targets[0], known[1]):  # a forward replay's result (fastpath.known_plans)
         graph, found = known[0].plan_of(targets[0], known[1])
         run_plan(graph, specialize, found, donate)
 

@@ -138,3 +138,39 @@ def test_backwards_counted_before_their_template_hold_no_structural_keys(monkeyp
     assert len(backward_replay._sightings) == 9  # the first size was traced at once
     tables = (backward_replay._sightings, backward_replay._size_families)
     assert all(type(item) is int for table in tables for pair in table.items() for item in pair)
+
+
+class _Held:
+    """A cached value that, as a plan entry, says when the cache has let it go."""
+
+    def __init__(self):
+        self.dropped = False
+
+
+def _evicted(table, held):
+    table.bound(capacity=1)  # the newer entry stays
+
+
+def _replaced(table, held):
+    table.put("first", _Held(), 1)
+
+
+def _discarded(table, held):
+    table.discard("first")
+
+
+def _cleared(table, held):
+    table.clear()
+
+
+@pytest.mark.parametrize("leave", [_evicted, _replaced, _discarded, _cleared])
+def test_a_value_leaving_the_cache_is_marked_dropped_and_the_others_are_not(leave):
+    from onnxnn.ir.caches import WeightedCache
+
+    table = WeightedCache(capacity=4, budget=100)
+    first, second = _Held(), _Held()
+    table.put("first", first, 1)
+    table.put("second", second, 1)
+    leave(table, first)
+    assert first.dropped and "first" not in table or table["first"] is not first
+    assert second.dropped == (leave is _cleared)

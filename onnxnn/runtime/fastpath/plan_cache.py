@@ -221,11 +221,13 @@ class Entry:
         "stable_inputs",
         "runs_before_compiling",
         "recently_used",
+        "dropped",
     )
 
     def __init__(self, runner, executor_name: str, runs_before_compiling: int = 0):
         self.runner = runner
         self.recently_used = False  # hit since the table's evictions last came round (``WeightedCache``)
+        self.dropped = False  # evicted or cleared from its table (``WeightedCache``): a holder must let it go
         # > 0: a structure's first runs on the kernels; this many more before its session is compiled.
         self.runs_before_compiling = runs_before_compiling
         self.is_session = executor_name == "onnxruntime"

@@ -154,3 +154,74 @@ def test_a_replay_returning_several_tensors_is_walked(walks):
             output, (hidden, _) = lstm(x)
         np.testing.assert_array_equal(hidden.numpy()[0], output.numpy()[:, -1])
         assert walks  # no known plan: each realization walks
+
+
+@pytest.fixture
+def lookups(monkeypatch) -> list:
+    """Counts the known plans' lookups of their entries (``KnownPlan.plan_of``), which a prepared run skips."""
+    counted: list = []
+    plan_of = known_plans.KnownPlan.plan_of
+
+    def counting(self, *args):
+        counted.append(args)
+        return plan_of(self, *args)
+
+    monkeypatch.setattr(known_plans.KnownPlan, "plan_of", counting)
+    return counted
+
+
+def _wide_mlp() -> nn.Module:
+    """Weights large enough for an inference specialization (their session embeds them)."""
+    return nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 8)).eval()
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "kernels"])
+@pytest.mark.parametrize("build", [_mlp, _wide_mlp])
+def test_a_settled_replay_runs_its_entry_without_looking_it_up_and_bitwise_as_recorded(lookups, executor, build):
+    onnxnn.manual_seed(0)
+    module = build()
+    inputs = [onnxnn.randn(8, module[0].in_features) for _ in range(3)]
+    with onnxnn.set_executor(executor):
+        for x in inputs * 4:  # (one input given every time would be embedded in the session as a weight)
+            _settle(module, x, calls=1)
+        lookups.clear()
+        with onnxnn.no_grad():
+            results = [module(x).numpy() for x in inputs]
+        assert lookups == []
+        for x, result in zip(inputs, results):
+            assert result.tobytes() == _plain(module, x).tobytes()
+
+
+def test_an_evicted_entry_is_looked_up_and_compiled_again(lookups):
+    onnxnn.manual_seed(0)
+    module = _wide_mlp()
+    x = onnxnn.randn(8, 256)
+    with onnxnn.set_executor("onnxruntime"):
+        _settle(module, x)
+        expected = _plain(module, x)
+        misses = realization.cache_info()["misses"]
+        realization.set_cache_size(0)  # evicts every entry and session: a prepared run must let its entry go
+        realization.set_cache_size(512)
+        lookups.clear()
+        with onnxnn.no_grad():
+            result = module(x).numpy()
+    assert len(lookups) == 1
+    assert realization.cache_info()["misses"] > misses
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6)  # float32, 256 terms per sum
+
+
+def test_two_models_of_one_structure_in_turn_each_run_their_own_specialization(lookups):
+    onnxnn.manual_seed(0)
+    first, second = _wide_mlp(), _wide_mlp()
+    x = onnxnn.randn(8, 256)
+    with onnxnn.set_executor("onnxruntime"):
+        _settle(first, x)
+        _settle(second, x)
+        expected = [_plain(first, x), _plain(second, x)]
+        assert not np.array_equal(*expected)
+        lookups.clear()
+        with onnxnn.no_grad():
+            for _ in range(3):
+                for module, result in zip((first, second), expected):
+                    assert module(x).numpy().tobytes() == result.tobytes()
+    assert lookups == []
