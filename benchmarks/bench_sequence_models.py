@@ -28,20 +28,22 @@ Every input is new per call (a repeated one may be served from onnxnn's result c
 library uses its own default thread count. A sanity check prints the largest forward difference
 between onnxnn, the raw session and PyTorch.
 
-What it showed (2026-11-23, 2 CPU cores, otherwise idle: load average below 1; 3 alternating rounds;
-``python benchmarks/bench_sequence_models.py 3``). nn.LSTM records one ONNX LSTM node per layer for
-inference and the unrolled steps for a forward that will be differentiated:
+What it showed (2026-12-05, 2 CPU cores; 5 alternating rounds; ``python
+benchmarks/bench_sequence_models.py``). nn.LSTM records one ONNX LSTM node per layer for inference
+and the unrolled steps, one fused cell node each way, for a forward that will be differentiated:
 
 | case | measure | onnxnn ms | / raw onnxruntime | / PyTorch |
 |---|---|---|---|---|
-| LSTM 2x256, seq 64, batch 32 | forward | 53 | 0.84 | 0.34 |
-| | training step | 1072 | 3.01 (to the exported training step, 322 ms) | 5.17 |
-| TransformerEncoderLayer, seq 128, batch 16 | forward | 69 | 0.69 | 0.60 |
-| | training step | 283 | 1.12 (to the exported training step, 261 ms) | 1.13 |
+| LSTM 2x256, seq 64, batch 32 | forward | 26.9 | 1.01 | 0.74 |
+| | training step | 147 | 1.09 (to the exported training step, 137 ms) | 1.27 |
+| | loss read first | 160 | | 1.47 |
+| TransformerEncoderLayer, seq 128, batch 16 | forward | 38.6 | 0.93 | 0.86 |
+| | training step | 129 | 1.03 (to the exported training step, 125 ms) | 0.91 |
+| | loss read first | 130 | | 0.89 |
 
-The LSTM training step is the unrolled recurrence (~2,000 recorded ops, forward and backward),
-split by ``MAX_PENDING_DEPTH`` into 14 runs; before depth bounding realized the deep half of a
-history at once it ran as hundreds of small runs and did not finish at sequence 64.
+Each timed call follows an untimed one of the same contender: PyTorch's threads spin on after its
+call, and onnxnn's call timed right after them took 1.2-1.5x its time (this table's forward rows
+read 1.45 and 1.22 against the raw session before).
 
 Run: python benchmarks/bench_sequence_models.py [rounds] [name-substring] [--measures forward,...]
      [--lstm-sequence N]   (default 5 rounds, every case and measure, the LSTM at sequence 64)
@@ -95,7 +97,11 @@ CASES = [
 
 
 def _session(proto) -> onnxruntime.InferenceSession:
-    return onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = onnxruntime.SessionOptions()
+    # Its pool spins within a run only, as onnxnn's do: one left spinning after its call takes the
+    # cores from the next contender's (bench_vs_torch.py's sessions say the same).
+    options.add_session_config_entry("session.force_spinning_stop", "1")
+    return onnxruntime.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
 def _cycle(items):
@@ -110,7 +116,8 @@ def _cycle(items):
 
 
 def _compare(functions: dict, rounds: int, baseline: str) -> dict:
-    """Times every function of ``functions`` once per round, in turn, after one warm-up call each;
+    """Times every function of ``functions`` once per round, in turn (each after an untimed call of its
+    own), after one warm-up call each;
     returns the median milliseconds per call and the median per-round ratio of onnxnn's time to
     each other function's (``onnxnn_over_<name>``)."""
     for function in functions.values():
@@ -118,6 +125,9 @@ def _compare(functions: dict, rounds: int, baseline: str) -> dict:
     times = {name: [] for name in functions}
     for _ in range(rounds):
         for name, function in functions.items():
+            # An untimed call first: the previous contender's threads may still be spinning (PyTorch's
+            # pool does after each call), and a timed call right after them ran 1.2-1.5x its time.
+            function()
             start = time.perf_counter()
             function()
             times[name].append(time.perf_counter() - start)
