@@ -198,16 +198,16 @@ def test_an_evicted_entry_is_looked_up_and_compiled_again(lookups):
     x = onnxnn.randn(8, 256)
     with onnxnn.set_executor("onnxruntime"):
         _settle(module, x)
-        expected = _plain(module, x)
-        misses = realization.cache_info()["misses"]
+        info = realization.cache_info()
         realization.set_cache_size(0)  # evicts every entry and session: a prepared run must let its entry go
-        realization.set_cache_size(512)
+        realization.set_cache_size(info["capacity"])
         lookups.clear()
         with onnxnn.no_grad():
             result = module(x).numpy()
-    assert len(lookups) == 1
-    assert realization.cache_info()["misses"] > misses
-    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6)  # float32, 256 terms per sum
+        assert len(lookups) == 1
+        assert realization.cache_info()["misses"] > info["misses"]
+        # The structure's new entry runs its general session until it is specialized again (its third run).
+        assert result.tobytes() == _plain(module, x).tobytes()
 
 
 def test_two_models_of_one_structure_in_turn_each_run_their_own_specialization(lookups):
