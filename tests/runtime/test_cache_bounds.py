@@ -24,7 +24,8 @@ from onnxnn.runtime.fastpath import backward_replay, plan_cache
 
 
 @pytest.fixture(autouse=True)
-def _fresh_caches(monkeypatch):
+def _fresh_caches(monkeypatch, fast_path_on):
+    # The backward templates' cache is the fast path's: it is on here whatever ONNXNN_FAST_PATH says.
     # Every size of a structure traced at its first backward, so that sizes give distinct templates.
     monkeypatch.setattr(backward_replay, "TRACE_AFTER_SIGHTINGS", 1)
     onnxnn.clear_caches()
