@@ -54,6 +54,7 @@ def test_a_compiled_module_is_the_module_under_orig_mod():
     assert not hasattr(model, "note")
 
 
+@pytest.mark.usefixtures("fast_path_on")  # compiled calls are the fast path's
 def test_a_compiled_modules_calls_are_compiled_and_right():
     model = _model().eval()
     compiled = onnxnn.compile(model)
@@ -78,6 +79,7 @@ def test_its_state_dict_loads_back_and_its_hooks_run():
     assert seen == [compiled]
 
 
+@pytest.mark.usefixtures("fast_path_on")  # compiled calls are the fast path's
 def test_pickled_and_copied_compiled_modules_stay_compiled_and_separate():
     compiled = onnxnn.compile(_model().eval())
     x = np.random.default_rng(0).standard_normal((3, 96)).astype(np.float32)

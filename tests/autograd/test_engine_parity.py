@@ -114,6 +114,7 @@ def test_retain_graph_then_release_then_a_backward_that_needs_nothing_saved() ->
     np.testing.assert_allclose(x.grad.numpy(), 3 * np.ones(3))
 
 
+@pytest.mark.usefixtures("fast_path_on")  # backward replays are the fast path's
 def test_a_second_backward_after_replayed_backwards_follows_the_same_rules() -> None:
     # The fast path replays a repeated structure: what it leaves in the nodes it frees must serve a
     # second backward as the general driver's does.
@@ -495,6 +496,7 @@ def test_grad_fn_class_is_named_after_its_node(expression, name) -> None:
     assert type(behind).__name__ == behind.name() == name
 
 
+@pytest.mark.usefixtures("fast_path_on")  # backward replays are the fast path's
 def test_grad_fn_classes_named_when_shown_still_replay() -> None:
     clear_templates()
     for _ in range(4):

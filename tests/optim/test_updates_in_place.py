@@ -81,6 +81,7 @@ def _loop(optimizer_name: str, readers: dict | None = None) -> tuple[list, list,
     return addresses, values, {name: np.array(read()) for name, read in reads.items()}
 
 
+@pytest.mark.usefixtures("fast_path_on")  # updates written over the last step's arrays are the fast path's
 @pytest.mark.parametrize("optimizer_name", sorted(OPTIMIZERS))
 def test_a_plain_loop_updates_every_parameter_and_state_in_place(optimizer_name, monkeypatch):
     addresses, values, _ = _loop(optimizer_name)
@@ -167,6 +168,7 @@ def _two_groups(model: nn.Module) -> list[dict]:
     return [{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": 0.001}]
 
 
+@pytest.mark.usefixtures("fast_path_on")  # updates written over the last step's arrays are the fast path's
 def test_each_parameter_group_is_updated_in_place():
     onnxnn.manual_seed(0)
     # Both groups large enough for the compiled loop and the recycled buffers.

@@ -54,6 +54,7 @@ def test_a_new_model_holds_every_parameter_and_buffer_computed(name):
     assert [key for key, tensor in state.items() if tensor._value.data is None] == []
 
 
+@pytest.mark.usefixtures("fast_path_on")  # compiled calls' prepared runs are the fast path's
 @pytest.mark.parametrize("name", NAMES)
 def test_a_compiled_model_runs_prepared_with_the_plain_calls_bits(name):
     # Their ModelOutput results and the position ids their embeddings check (made by the forward
