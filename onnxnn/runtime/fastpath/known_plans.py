@@ -40,7 +40,8 @@ class KnownPlan:
 
     A replay sets ``node.known_plan = (known, values)`` on its result's node, ``values`` being the
     realized values it read (the constants it holds, then its arguments' and the state's), and
-    ``realization.realize`` asks ``known.plan_of(result, values)``.
+    ``realization.realize`` asks ``known.realize(result, values)`` (the prepared run), else
+    ``known.plan_of(result, values)``.
     """
 
     __slots__ = ("node_count", "key", "input_positions", "learnable", "prepared")
