@@ -47,7 +47,7 @@ from ...ir.plan import GraphPlan, plan
 from ..realization import run_plan
 from ..tensor import Tensor
 from ..internal import check_known_data
-from . import forward_replay, replay_source
+from . import forward_replay, plan_cache, replay_source
 from .forward_replay import ForwardTemplates, arguments_key, relinked
 from .result_structures import rebuilt, result_structure
 from .plan_cache import Entry
@@ -250,13 +250,8 @@ class _PreparedRun:
         """The call's result from the runner, or ``_MISSED`` where it cannot run it."""
         entry = self.entry
         specialization = self.specialization
-        if MODE.executor != self.executor:
-            return _MISSED
-        if specialization is None:
-            if entry.specialization is not None or entry.former:
-                return _MISSED  # the structure was specialized since: realize as usual
-        elif specialization.retired:
-            return _MISSED
+        if MODE.executor != self.executor or not plan_cache.prepared_run_holds(entry, specialization):
+            return _MISSED  # another executor, the specialization forgotten or another made: replay
         for (kind, where), reference in self.checks:
             value = where if kind == _FIXED else (tensors[where] if kind == _ARGUMENT else state[where])._value
             if value is not reference():

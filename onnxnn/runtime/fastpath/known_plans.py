@@ -131,13 +131,13 @@ class _PreparedRealization:
         """Computes ``result`` from ``values`` and returns True, or False where the plan must be walked."""
         entry = self.entry
         specialization = self.specialization
-        if entry.dropped or MODE.executor != self.executor or values_waiting_to_join():
+        if (
+            entry.dropped
+            or MODE.executor != self.executor
+            or not plan_cache.prepared_run_holds(entry, specialization)
+            or values_waiting_to_join()
+        ):
             return False
-        if specialization is None:
-            if entry.specialization is not None or entry.former:
-                return False  # the structure was specialized since: realize as usual
-        elif specialization.retired:
-            return False  # forgotten (its weights are gone, or the entries were cleared)
         for position, reference in self.checks:
             if values[position] is not reference():
                 return False  # other weights than the specialization embedded

@@ -547,6 +547,15 @@ def _watch(found: Entry, plan: GraphPlan) -> None:
     found.specialization = made
 
 
+def prepared_run_holds(found: Entry, specialization: "Specialization | None") -> bool:
+    """Whether a run prepared with ``found``'s ``specialization`` (None: its runner, the structure then
+    unspecialized) may still run it: the specialization not retired, or no specialization made since.
+    (A compiled call's and a known plan's prepared runs, ``compiled_calls``, ``known_plans``.)"""
+    if specialization is None:
+        return found.specialization is None and not found.former
+    return not specialization.retired
+
+
 def former_specialization(found: Entry, inputs: list) -> Specialization | None:
     """The entry's former specialization embedding ``inputs``, made its current one; or None."""
     with _CHANGING:
