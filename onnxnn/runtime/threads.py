@@ -44,13 +44,14 @@ def set_num_threads(count: int) -> None:
         >>> onnxnn.set_num_threads(1)   # one thread per computation, e.g. beside other processes
     """
     count = _check_count("set_num_threads", count)
-    if count == MODE.intra_op_threads:
-        return
     from threadpoolctl import threadpool_limits  # deferred: it inspects the loaded BLAS libraries
 
-    MODE.intra_op_threads = count
+    # Limited again even when the count is the same: a BLAS library loaded since the last call
+    # (scipy's, say) starts with a thread per core.
     _blas_limits[:] = [threadpool_limits(limits=count, user_api="blas")]
-    clear_caches()  # sessions built before keep their own thread pools
+    if count != MODE.intra_op_threads:
+        MODE.intra_op_threads = count
+        clear_caches()  # sessions built before keep their own thread pools
 
 
 def get_num_interop_threads() -> int:

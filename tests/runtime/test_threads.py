@@ -34,12 +34,11 @@ def _session_options_after_a_large_matmul():
     return sessions[-1].session.get_session_options(), result, x.numpy()
 
 
-def test_the_default_is_one_thread_per_available_core():
+def test_the_default_is_one_thread_per_available_core(restore_threads):
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if MODE.intra_op_threads == 0:
-        assert onnxnn.get_num_threads() == cores
-    if MODE.inter_op_threads == 0:
-        assert onnxnn.get_num_interop_threads() == cores
+    MODE.intra_op_threads = MODE.inter_op_threads = 0  # as in a process that never set them
+    assert onnxnn.get_num_threads() == cores
+    assert onnxnn.get_num_interop_threads() == cores
 
 
 @pytest.mark.parametrize("count", [1, 2])
@@ -54,6 +53,17 @@ def test_set_num_threads_reaches_new_sessions_and_numpys_blas(restore_threads, c
     expected = x.astype(np.float64) @ x.astype(np.float64)
     bound = 300 * np.finfo(np.float32).eps * (np.abs(x).astype(np.float64) @ np.abs(x).astype(np.float64))
     assert np.all(np.abs(result - expected) <= bound)
+
+
+def test_the_same_count_again_limits_blas_and_keeps_the_sessions(restore_threads):
+    onnxnn.set_num_threads(1)
+    _session_options_after_a_large_matmul()
+    sessions = dict(executor("onnxruntime").cache.sessions)
+    threadpool_limits(limits=2, user_api="blas")  # as a BLAS library loaded since would start
+    onnxnn.set_num_threads(1)
+    blas = [info for info in threadpool_info() if info["user_api"] == "blas"]
+    assert blas and all(info["num_threads"] == 1 for info in blas)
+    assert dict(executor("onnxruntime").cache.sessions) == sessions  # same threads: nothing rebuilt
 
 
 def test_small_graphs_keep_one_thread(restore_threads):
