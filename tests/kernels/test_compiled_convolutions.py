@@ -65,7 +65,8 @@ CASES = [
     ("one_spatial_axis", (3, 8, 20), 12, (5,), (2,), (1,), (2,)),
     ("two_tap_groups_dilated", (2, 16, 9, 14), 16, (1, 6), (1, 1), (1, 2), (0, 3)),
     ("rgb_dilated_3x3", (2, 3, 11, 11), 16, (3, 3), (1, 1), (2, 2), (2, 2)),
-    # Rows of 16 columns and a few more: copied channels-last 16 x 16 at a time, then one by one.
+    # Rows of 16 columns and a few more: copied channels-last 16 x 16 (AVX-512) or 8 x 8 (AVX2) at a time,
+    # then one by one.
     ("32_channels_long_rows", (2, 32, 5, 37), 32, (3, 3), (1, 1), (1, 1), (1, 1)),
     ("rgb_stem_long_rows", (2, 3, 6, 37), 16, (3, 3), (1, 1), (1, 1), (1, 1)),
     # Fewer broadcast channels than a build's accumulator rows: the loop takes 1, 2 or 4 rows.
