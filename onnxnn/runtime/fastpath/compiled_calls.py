@@ -251,7 +251,7 @@ class _PreparedRun:
         entry = self.entry
         specialization = self.specialization
         if MODE.executor != self.executor or not plan_cache.prepared_run_holds(entry, specialization):
-            return _MISSED  # another executor, the specialization forgotten or another made: replay
+            return _MISSED  # another executor, the entry evicted, its specialization forgotten or another made
         for (kind, where), reference in self.checks:
             value = where if kind == _FIXED else (tensors[where] if kind == _ARGUMENT else state[where])._value
             if value is not reference():
@@ -267,6 +267,7 @@ class _PreparedRun:
             arrays.append(data)
         for (kind, where), check, force in self.data_checks:  # each raises as the plain call's would
             check_known_data(tensors[where] if kind == _ARGUMENT else state[where], check, force)
+        entry.recently_used = True  # kept over entries no call used since the table's last evictions
         if entry.sessions is not None:
             entry.sessions.hits += 1  # a hit of the session cache, as the realization counts it
         # The result's tensors are made before the run, while the code that makes them is still in

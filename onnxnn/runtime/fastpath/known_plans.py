@@ -132,8 +132,7 @@ class _PreparedRealization:
         entry = self.entry
         specialization = self.specialization
         if (
-            entry.dropped
-            or MODE.executor != self.executor
+            MODE.executor != self.executor
             or not plan_cache.prepared_run_holds(entry, specialization)
             or values_waiting_to_join()
         ):

@@ -549,8 +549,11 @@ def _watch(found: Entry, plan: GraphPlan) -> None:
 
 def prepared_run_holds(found: Entry, specialization: "Specialization | None") -> bool:
     """Whether a run prepared with ``found``'s ``specialization`` (None: its runner, the structure then
-    unspecialized) may still run it: the specialization not retired, or no specialization made since.
-    (A compiled call's and a known plan's prepared runs, ``compiled_calls``, ``known_plans``.)"""
+    unspecialized) may still run it: ``found`` still in the table, and the specialization not retired,
+    or no specialization made since. (A compiled call's and a known plan's prepared runs,
+    ``compiled_calls``, ``known_plans``.)"""
+    if found.dropped:
+        return False  # evicted: its sessions are to be let go
     if specialization is None:
         return found.specialization is None and not found.former
     return not specialization.retired

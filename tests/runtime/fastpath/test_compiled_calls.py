@@ -418,6 +418,48 @@ def test_clearing_the_caches_drops_the_prepared_runs():
         np.testing.assert_allclose(model(x).numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
+def test_an_evicted_entry_is_compiled_again_and_let_go():
+    from onnxnn.runtime import realization
+
+    model = nn.Sequential(nn.Linear(96, 128), nn.Tanh(), nn.Linear(128, 10)).eval()
+    model.compile()
+    x = onnxnn.randn(4, 96)
+    with onnxnn.no_grad(), onnxnn.set_executor("onnxruntime"):
+        for _ in range(6):
+            expected = model(x).numpy()
+        templates = _forward_replay._compiled_trees[id(model)].templates
+        (evicted,) = [prepared.entry for prepared in templates.prepared.values()]
+        info = realization.cache_info()
+        realization.set_cache_size(0)  # evicts every entry: the prepared run must let its entry go
+        realization.set_cache_size(info["capacity"])
+        assert evicted.dropped
+        prepared_before = compiled_calls.compiled_info()["prepared"]
+        result = model(x).numpy()
+        assert compiled_calls.compiled_info()["prepared"] == prepared_before  # not run by the evicted entry
+        assert realization.cache_info()["misses"] > info["misses"]
+        assert all(prepared.entry is not evicted for prepared in templates.prepared.values())
+        # The new entry runs its general session until specialized again: the same bits either way.
+        assert result.tobytes() == expected.tobytes()
+        for _ in range(6):
+            assert model(x).numpy().tobytes() == expected.tobytes()
+        assert compiled_calls.compiled_info()["prepared"] > prepared_before  # prepared again
+
+
+def test_a_prepared_run_marks_its_entry_used_so_evictions_keep_it():
+    model = nn.Sequential(nn.Linear(96, 96)).eval()
+    model.compile()
+    x = onnxnn.randn(2, 96)
+    with onnxnn.no_grad():
+        for _ in range(6):
+            model(x)
+        (prepared,) = _forward_replay._compiled_trees[id(model)].templates.prepared.values()
+        prepared.entry.recently_used = False  # as the table's evictions leave it when they come round
+        before = compiled_calls.compiled_info()["prepared"]
+        model(x)
+        assert compiled_calls.compiled_info()["prepared"] == before + 1
+        assert prepared.entry.recently_used
+
+
 def test_compiled_models_of_one_structure_taking_turns_each_run_their_own_session():
     from onnxnn.runtime.fastpath import plan_cache
 
