@@ -267,9 +267,7 @@ class _PreparedRun:
             arrays.append(data)
         for (kind, where), check, force in self.data_checks:  # each raises as the plain call's would
             check_known_data(tensors[where] if kind == _ARGUMENT else state[where], check, force)
-        entry.recently_used = True  # kept over entries no call used since the table's last evictions
-        if entry.sessions is not None:
-            entry.sessions.hits += 1  # a hit of the session cache, as the realization counts it
+        entry.hit()
         # The result's tensors are made before the run, while the code that makes them is still in
         # the core's caches (the caller made its argument's just now); the run evicts it.
         made = [

@@ -146,8 +146,6 @@ class _PreparedRealization:
             if value.data is None or value.static is not None:
                 return False
             arrays.append(value.data)
-        entry.recently_used = True
-        if entry.sessions is not None:
-            entry.sessions.hits += 1  # a hit of the session cache, as the realization counts it
+        entry.hit()
         assign_results([result], self.runner(arrays))
         return True

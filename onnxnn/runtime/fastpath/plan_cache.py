@@ -239,6 +239,15 @@ class Entry:
         self.stable_runs = 0
         self.stable_inputs: list | None = None
 
+    def hit(self) -> None:
+        """Counts a run of this entry found rather than compiled: it is kept over entries no run used since
+        the table's evictions last came round (``NODE_BUDGET``), and its session's run is a hit of the
+        session cache. Every path that runs a found entry counts it here, the prepared runs included."""
+        self.recently_used = True
+        sessions = self.sessions
+        if sessions is not None:
+            sessions.hits += 1
+
     @property
     def watches_inputs(self) -> bool:
         """Whether a run of this entry's session counts towards a specialization (``watch_stable_inputs``)."""
@@ -305,14 +314,11 @@ def entry_needing_no_nodes(key: tuple, inputs: list) -> Entry | None:
     found = table.get(key)
     if found is None or found.runs_before_compiling:
         return None
-    found.recently_used = True  # kept over older unused entries (``NODE_BUDGET``)
     if found.watches_inputs:
         specialization = found.specialization
         if specialization is None or not specialization.matches(inputs):
-            return None
-    sessions = found.sessions
-    if sessions is not None:
-        sessions.hits += 1
+            return None  # the walk's plan then runs it through ``entry``, which counts its hit
+    found.hit()
     return found
 
 
@@ -322,10 +328,7 @@ def entry(plan: GraphPlan) -> Entry:
     table = _entries[name]
     found = table.get(plan.key)
     if found is not None and not found.runs_before_compiling:
-        found.recently_used = True  # kept over older unused entries (``NODE_BUDGET``)
-        sessions = found.sessions
-        if sessions is not None:
-            sessions.hits += 1
+        found.hit()
         return found
     with _CHANGING:  # threads meeting a new structure at once: one compiles it, the others find it
         return _entry_changing(plan, name, table)
