@@ -53,7 +53,8 @@ BLOCK_ELEMENTS = 1 << 16
 
 # The last flat update of each update node, found by the id of the first new parameter view. The
 # record refers to its views weakly, so once that view is gone its id may name another array: a
-# record is used only when the arrays are its very views (``_are``). An update that reads a record
+# record is taken only when the first parameter is that very view (``run_update``), and each kind's
+# flat vector only when the arrays are its very views (``_are``). An update that reads a record
 # replaces it with its own; the bound only matters for chains that stop.
 _RECENT_LIMIT = 16
 _recent: dict = {}
@@ -179,7 +180,9 @@ def run_update(xp, update: Update, xs: Sequence, gs: Sequence, states: tuple, hy
     # vectors (the parameters of the last fast-path step) for as long as that lasts, and each update
     # would then write fresh, page-faulting buffers instead of reusing them.
     record = _recent.pop(id(xs[0]), None) if xs else None
-    if not MODE.fast_path:
+    # Found by the id of a view that died since, it is another update's: a numpy update's record kept
+    # this one from its compiled loop, and each step from then on left one of its own.
+    if record is not None and (not MODE.fast_path or record.views[0][0]() is not xs[0]):
         record = None
     # A record without addresses is a numpy flat update's: the compiled loop did not take this
     # node's last step (a small model's), so it would not take this one.

@@ -23,7 +23,7 @@ import pytest
 
 import onnxnn
 from onnxnn.ir.mode import MODE
-from onnxnn.kernels import compiled_updates, recycled_buffers
+from onnxnn.kernels import compiled_updates, recycled_buffers, update_driver
 
 from .update_chains import CASES, counted_shared_runs, update_chain
 
@@ -242,6 +242,34 @@ def test_the_kernels_run_the_compiled_loops_with_or_without_the_fast_path_unless
     assert calls == []
     update_chain("adam-l2", steps=2, shapes=[(compiled_updates.COMPILED_MIN_ELEMENTS,)])
     assert len(calls) == 2
+
+
+@pytest.mark.usefixtures("fast_path_on")  # the last update's record is the fast path's
+@needs_the_library
+def test_a_record_found_by_a_reused_id_keeps_no_update_from_its_loop(monkeypatch):
+    # An update finds its node's last one by the id of the first parameter view it wrote. Once that
+    # view is gone, CPython gives its id to new objects: here a numpy update's record, left by a
+    # chain run without the loops, comes under the id of the next chain's first parameter, as it
+    # did by chance in the suite. It is another update's and must not keep this one from its loop.
+    calls = _counted_library_calls(monkeypatch)
+    monkeypatch.setattr(update_driver, "_recent", {})  # none of the earlier tests' records
+    monkeypatch.setattr(compiled_updates, "ENABLED", False)
+    update_chain("adam-l2", steps=1, shapes=LAYOUTS["flat vector"])
+    monkeypatch.setattr(compiled_updates, "ENABLED", True)
+    (stale,) = [record for record in update_driver._recent.values() if record.addresses is None]
+    kernel, attrs, _, inputs_of = CASES["adam-l2"]
+    rng = np.random.default_rng(1)
+    xs, gs, averages, squares = [
+        [np.abs(rng.standard_normal(shape)).astype(np.float32) for shape in LAYOUTS["flat vector"]] for _ in range(4)
+    ]
+    update_driver._recent[id(xs[0])] = stale
+    tensors = xs + gs + averages + squares
+    results = kernel(np, inputs_of(1) + tensors, attrs)
+    assert len(calls) == 1
+    monkeypatch.setattr(compiled_updates, "ENABLED", False)
+    expected = kernel(np, inputs_of(1) + tensors, attrs)
+    for result, formula in zip(results, expected):
+        _assert_same_bits(result, formula)
 
 
 def test_float16_updates_stay_numpy_formulas_rounded_op_by_op():
