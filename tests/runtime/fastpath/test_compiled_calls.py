@@ -404,13 +404,20 @@ def test_calls_a_compiled_module_takes_plainly(condition):
     assert compiled_calls.compiled_info() == {"computed": 0, "prepared": 0}
 
 
-def test_clearing_the_caches_drops_the_prepared_runs():
+def _compiled_linear_called(times: int) -> tuple:
+    """A compiled one-layer model in evaluation mode and its input, called ``times`` times under ``no_grad``."""
     model = nn.Sequential(nn.Linear(96, 96)).eval()
     model.compile()
     x = onnxnn.randn(2, 96)
     with onnxnn.no_grad():
-        for _ in range(5):
+        for _ in range(times):
             model(x)
+    return model, x
+
+
+def test_clearing_the_caches_drops_the_prepared_runs():
+    model, x = _compiled_linear_called(5)
+    with onnxnn.no_grad():
         assert _forward_replay._compiled_trees[id(model)].templates.prepared
         onnxnn.clear_caches()
         assert id(model) not in _forward_replay._compiled_trees
@@ -446,12 +453,8 @@ def test_an_evicted_entry_is_compiled_again_and_let_go():
 
 
 def test_a_prepared_run_marks_its_entry_used_so_evictions_keep_it():
-    model = nn.Sequential(nn.Linear(96, 96)).eval()
-    model.compile()
-    x = onnxnn.randn(2, 96)
+    model, x = _compiled_linear_called(6)
     with onnxnn.no_grad():
-        for _ in range(6):
-            model(x)
         (prepared,) = _forward_replay._compiled_trees[id(model)].templates.prepared.values()
         prepared.entry.recently_used = False  # as the table's evictions leave it when they come round
         before = compiled_calls.compiled_info()["prepared"]
